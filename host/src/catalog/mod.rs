@@ -1,0 +1,116 @@
+//! The catalog: every tool Airlock offers, by qualified name, with the service and raw
+//! tool name a call is routed to. Names are unique across all services.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::plugin::NamedTool;
+
+/// Most tools one service may list.
+pub const MAX_TOOLS_PER_SERVICE: usize = 10_000;
+/// Largest `tools/list` (all pages, as JSON) accepted from one service.
+pub const MAX_CATALOG_BYTES: usize = 32 << 20;
+
+/// One tool as a model sees it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CatalogTool {
+    /// The qualified name.
+    pub name: String,
+    /// The service it belongs to.
+    pub service: String,
+    /// The server's raw tool name.
+    pub raw_name: String,
+    /// The description shown to the model.
+    pub description: Option<String>,
+    /// The input schema shown to the model.
+    pub input_schema: Value,
+}
+
+/// Every offered tool.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    tools: BTreeMap<String, CatalogTool>,
+}
+
+impl Catalog {
+    /// Adds a service's named tools. Fails (adding nothing) if a name is already used by
+    /// another service.
+    pub fn add_service(&mut self, service: &str, named: Vec<NamedTool>) -> Result<(), String> {
+        if let Some(clash) = named.iter().find(|t| self.tools.contains_key(&t.name)) {
+            let owner = &self.tools[&clash.name].service;
+            return Err(format!(
+                "tool name \"{}\" is already used by service \"{owner}\"",
+                clash.name
+            ));
+        }
+        for tool in named {
+            let input_schema = serde_json::from_str(&tool.input_schema)
+                .unwrap_or_else(|_| serde_json::json!({"type": "object"}));
+            self.tools.insert(
+                tool.name.clone(),
+                CatalogTool {
+                    name: tool.name,
+                    service: service.to_string(),
+                    raw_name: tool.raw_name,
+                    description: tool.description,
+                    input_schema,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Removes every tool of `service`.
+    pub fn remove_service(&mut self, service: &str) {
+        self.tools.retain(|_, t| t.service != service);
+    }
+
+    /// The tool with qualified name `name`.
+    pub fn get(&self, name: &str) -> Option<&CatalogTool> {
+        self.tools.get(name)
+    }
+
+    /// Every tool, ordered by name.
+    pub fn tools(&self) -> impl Iterator<Item = &CatalogTool> {
+        self.tools.values()
+    }
+
+    /// Tools whose name, service, raw name or description contain every word of
+    /// `query` (case-insensitive), best matches (most words in the name) first.
+    pub fn search(&self, query: &str) -> Vec<&CatalogTool> {
+        let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
+        let mut hits: Vec<(usize, &CatalogTool)> = self
+            .tools
+            .values()
+            .filter_map(|t| {
+                let name = t.name.to_lowercase();
+                let hay = format!(
+                    "{name} {} {} {}",
+                    t.service.to_lowercase(),
+                    t.raw_name.to_lowercase(),
+                    t.description.as_deref().unwrap_or("").to_lowercase()
+                );
+                words.iter().all(|w| hay.contains(w.as_str())).then(|| {
+                    (
+                        words.iter().filter(|w| name.contains(w.as_str())).count(),
+                        t,
+                    )
+                })
+            })
+            .collect();
+        hits.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.name.cmp(&b.1.name)));
+        hits.into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// The number of tools.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// Whether the catalog is empty.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+}

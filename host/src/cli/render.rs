@@ -1,0 +1,182 @@
+//! How command results are printed: JSON exactly as DESIGN.md specifies, or text for
+//! people.
+
+use std::process::ExitCode;
+
+use serde_json::{Value, json};
+
+use crate::airlock::{CallOutput, ServiceReport, ServiceStatus};
+use crate::catalog::CatalogTool;
+use crate::error::{CallError, ErrorCode};
+
+/// The JSON object `airlock --json call` prints.
+pub fn call_json(outcome: &Result<CallOutput, CallError>) -> Value {
+    match outcome {
+        Ok(out) => {
+            let mut v = json!({
+                "ok": !out.is_error,
+                "service": out.service,
+                "tool": out.tool,
+                "output_id": out.retained.output_id,
+                "size": out.retained.size,
+                "digest": out.retained.digest,
+                "complete": out.retained.complete,
+                "redacted": out.retained.redacted,
+                "redactions": out.redactions,
+                "content": out.content,
+                "text": out.preview,
+            });
+            if let Some(sc) = &out.structured_content {
+                v["structured_content"] = sc.clone();
+            }
+            if let Some(reason) = &out.retained.not_retained_reason {
+                v["retained"] = json!(false);
+                v["retention_message"] = json!(reason);
+            }
+            if out.is_error {
+                v["error"] = json!(ErrorCode::ToolError);
+                v["message"] = json!(out.preview);
+            }
+            v
+        }
+        Err(e) => json!({"ok": false, "error": e.code, "message": e.message}),
+    }
+}
+
+/// Prints a call's outcome; the exit code is 0 exactly when the call is ok.
+pub fn call(as_json: bool, outcome: Result<CallOutput, CallError>) -> ExitCode {
+    let ok = matches!(&outcome, Ok(out) if !out.is_error);
+    if as_json {
+        println!("{}", call_json(&outcome));
+    } else {
+        match &outcome {
+            Ok(out) => {
+                if out.is_error {
+                    eprintln!("tool_error: the server reported a failure:");
+                }
+                println!("{}", out.preview);
+                for block in &out.content {
+                    if block["type"] == "image" {
+                        println!(
+                            "[image {} — {} base64 chars]",
+                            block["mimeType"].as_str().unwrap_or("?"),
+                            block["data"].as_str().map_or(0, str::len)
+                        );
+                    }
+                }
+                let r = &out.retained;
+                eprintln!(
+                    "-- {}/{}: {} bytes, {}, {}{}",
+                    out.service,
+                    out.raw_tool,
+                    r.size,
+                    r.digest,
+                    if r.complete {
+                        "complete"
+                    } else {
+                        "preview only"
+                    },
+                    if r.redacted { ", redacted" } else { "" }
+                );
+                for m in &out.redactions {
+                    eprintln!("   redacted {} × {} in {}", m.count, m.rule, m.location);
+                }
+                match (&r.output_id, &r.not_retained_reason) {
+                    (Some(id), _) if !r.complete => eprintln!(
+                        "   read the rest: airlock output {} {id} --offset {}",
+                        out.service,
+                        out.preview.len()
+                    ),
+                    (Some(id), _) => eprintln!("   output id: {id}"),
+                    (None, Some(reason)) => eprintln!("   {reason}"),
+                    _ => {}
+                }
+            }
+            Err(e) => eprintln!("{}: {}", e.code, e.message),
+        }
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Prints an error for a call that never started.
+pub fn call_error(as_json: bool, code: ErrorCode, message: &str) {
+    if as_json {
+        println!(
+            "{}",
+            json!({"ok": false, "error": code, "message": message})
+        );
+    } else {
+        eprintln!("{code}: {message}");
+    }
+}
+
+/// Prints the tool list (`airlock tools`).
+pub fn tools(as_json: bool, tools: &[&CatalogTool], status: &[ServiceReport]) {
+    let failed: Vec<Value> = status
+        .iter()
+        .filter_map(|s| match &s.status {
+            ServiceStatus::Failed { reason } => {
+                Some(json!({"service": s.service, "reason": reason}))
+            }
+            _ => None,
+        })
+        .collect();
+    if as_json {
+        let list: Vec<Value> = tools
+            .iter()
+            .map(|t| json!({"name": t.name, "service": t.service, "tool": t.raw_name, "description": t.description, "input_schema": t.input_schema}))
+            .collect();
+        println!("{}", json!({"tools": list, "failed_services": failed}));
+        return;
+    }
+    for t in tools {
+        let desc = t
+            .description
+            .as_deref()
+            .unwrap_or("")
+            .lines()
+            .next()
+            .unwrap_or("");
+        println!("{:<48} {}", t.name, desc);
+    }
+    if tools.is_empty() {
+        println!("(no tools)");
+    }
+    for f in failed {
+        eprintln!(
+            "warning: service \"{}\" failed: {}",
+            f["service"].as_str().unwrap_or(""),
+            f["reason"].as_str().unwrap_or("")
+        );
+    }
+}
+
+/// Prints service states (`airlock status`).
+pub fn status(as_json: bool, status: &[ServiceReport]) {
+    if as_json {
+        println!("{}", json!({"services": status}));
+        return;
+    }
+    if status.is_empty() {
+        println!(
+            "No MCP servers configured. Add them to ./airlock.toml or the user config (see README), e.g.:\n\n[mcp_servers.fs]\ncommand = \"npx\"\nargs = [\"-y\", \"@modelcontextprotocol/server-filesystem\", \"/tmp\"]"
+        );
+    }
+    for s in status {
+        let state = match &s.status {
+            ServiceStatus::Disabled => "disabled".to_string(),
+            ServiceStatus::Connected { tools } => format!("connected  {tools} tools"),
+            ServiceStatus::Failed { reason } => format!("failed     {reason}"),
+        };
+        let server = s
+            .server
+            .as_ref()
+            .map(|i| format!("  ({} {}, MCP {})", i.name, i.version, i.protocol_version))
+            .unwrap_or_default();
+        println!("{:<20} {state}{server}", s.service);
+    }
+}

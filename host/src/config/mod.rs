@@ -1,0 +1,307 @@
+//! Configuration: the `airlock.toml` / JSON format, where the files live, how they merge
+//! (a server defined in a later file replaces the earlier definition whole), `${VAR}`
+//! expansion, and field-by-field validation with errors naming the server and the file.
+
+mod expand;
+mod parse;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+pub use expand::expand_vars;
+
+/// Default handshake/connection timeout (leaves room for `npx -y` downloads).
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default per-call tool timeout.
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A configuration error, naming the file and (when it concerns one) the server.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A file could not be read.
+    #[error("cannot read config file \"{file}\": {message}")]
+    Read {
+        /// The file.
+        file: PathBuf,
+        /// The OS error.
+        message: String,
+    },
+    /// A file is not valid TOML/JSON, or its top level is malformed.
+    #[error("invalid config file \"{file}\": {message}")]
+    File {
+        /// The file.
+        file: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// One server entry is malformed.
+    #[error("invalid MCP server \"{server}\" in \"{file}\": {message}")]
+    Server {
+        /// The server's name.
+        server: String,
+        /// The file defining it.
+        file: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// How Airlock reaches a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransportConfig {
+    /// A local process spoken to over stdin/stdout.
+    Stdio {
+        /// The program (bare name looked up on PATH and fallback folders, or a path).
+        command: String,
+        /// Its arguments, passed one by one (never through a shell).
+        args: Vec<String>,
+        /// Extra environment variables (after `${VAR}` expansion).
+        env: BTreeMap<String, String>,
+    },
+    /// A remote server over streamable HTTP (with SSE fallback).
+    Http {
+        /// The endpoint URL (after expansion).
+        url: String,
+        /// Extra headers (after expansion).
+        headers: BTreeMap<String, String>,
+        /// `Some("oauth")` for OAuth-protected servers.
+        auth: Option<String>,
+    },
+}
+
+/// Which plugin serves a stage.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PluginRef {
+    /// A plugin embedded in the host binary (`builtin:NAME`).
+    Builtin(String),
+    /// A `.wasm` component on disk (relative paths resolve against the config file).
+    File(PathBuf),
+}
+
+impl std::fmt::Display for PluginRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PluginRef::Builtin(name) => write!(f, "builtin:{name}"),
+            PluginRef::File(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+impl PluginRef {
+    /// Parses `builtin:NAME` or a path, resolving relative paths against `base`.
+    pub fn parse(text: &str, base: &Path) -> Result<Self, String> {
+        if let Some(name) = text.strip_prefix("builtin:") {
+            if name.is_empty() {
+                return Err("\"builtin:\" needs a plugin name, e.g. \"builtin:standard\"".into());
+            }
+            return Ok(PluginRef::Builtin(name.to_string()));
+        }
+        if text.is_empty() {
+            return Err(
+                "a plugin reference must be \"builtin:NAME\" or a path to a .wasm file".into(),
+            );
+        }
+        let path = Path::new(text);
+        Ok(PluginRef::File(if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            base.join(path)
+        }))
+    }
+}
+
+/// The plugins chosen for one service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Adapters {
+    /// The naming stage.
+    pub naming: PluginRef,
+    /// The content stage.
+    pub content: PluginRef,
+    /// The redaction chain, applied in order.
+    pub redaction: Vec<PluginRef>,
+}
+
+impl Default for Adapters {
+    fn default() -> Self {
+        let standard = PluginRef::Builtin("standard".into());
+        Adapters {
+            naming: standard.clone(),
+            content: standard.clone(),
+            redaction: vec![standard],
+        }
+    }
+}
+
+/// Per-stage plugin configuration tables (JSON objects; `{}` when absent).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AdapterConfig {
+    /// For the naming plugin.
+    pub naming: Value,
+    /// For the content plugin.
+    pub content: Value,
+    /// For each redaction plugin, by position in the chain.
+    pub redaction: Vec<Value>,
+}
+
+/// One configured MCP server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// The server's name (its key under `mcp_servers`).
+    pub name: String,
+    /// The file that defines it.
+    pub source: PathBuf,
+    /// How to reach it.
+    pub transport: TransportConfig,
+    /// The working directory (absolute).
+    pub cwd: Option<PathBuf>,
+    /// Whether Airlock connects to it.
+    pub enabled: bool,
+    /// Connection + handshake timeout.
+    pub startup_timeout: Duration,
+    /// Per-call timeout.
+    pub tool_timeout: Duration,
+    /// A human label (names the namespace in the `namespace` naming style).
+    pub label: Option<String>,
+    /// A description for agents.
+    pub description: Option<String>,
+    /// Env vars (and header names) whose values are secret, beyond the credential-like
+    /// names recognized automatically.
+    pub secret_env: BTreeSet<String>,
+    /// The plugins per stage.
+    pub adapters: Adapters,
+    /// The plugins' configuration.
+    pub adapter_config: AdapterConfig,
+}
+
+/// Sandbox limits applied to every plugin call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SandboxLimits {
+    /// CPU deadline per call.
+    pub deadline: Duration,
+    /// Linear memory cap per instance, in bytes.
+    pub memory_bytes: usize,
+    /// WebAssembly stack cap, in bytes.
+    pub stack_bytes: usize,
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        SandboxLimits {
+            deadline: Duration::from_secs(2),
+            memory_bytes: 64 << 20,
+            stack_bytes: 512 << 10,
+        }
+    }
+}
+
+/// The merged configuration of every file read.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    /// Servers by name.
+    pub servers: BTreeMap<String, ServerConfig>,
+    /// Plugin sandbox limits.
+    pub sandbox: SandboxLimits,
+    /// The files that were read, in order.
+    pub files: Vec<PathBuf>,
+}
+
+/// Where configuration files are looked for.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigSources {
+    /// The user file (skipped when it does not exist).
+    pub user: Option<PathBuf>,
+    /// The project file (skipped when it does not exist).
+    pub project: Option<PathBuf>,
+    /// Files named with `--config`, which must exist; read last, in order.
+    pub explicit: Vec<PathBuf>,
+}
+
+impl ConfigSources {
+    /// The default places: `$AIRLOCK_CONFIG` or the platform config folder's
+    /// `airlock/airlock.toml` for the user, and `./airlock.toml` (or `./airlock.json`) in
+    /// `cwd` for the project.
+    pub fn discover(cwd: &Path, explicit: Vec<PathBuf>) -> Self {
+        let user = std::env::var_os("AIRLOCK_CONFIG")
+            .map(PathBuf::from)
+            .or_else(|| {
+                directories::ProjectDirs::from("", "", "airlock")
+                    .map(|d| d.config_dir().join("airlock.toml"))
+            });
+        let project = ["airlock.toml", "airlock.json"]
+            .iter()
+            .map(|n| cwd.join(n))
+            .find(|p| p.exists());
+        ConfigSources {
+            user,
+            project,
+            explicit,
+        }
+    }
+}
+
+impl Config {
+    /// Reads and merges every source, then expands `${VAR}` from `env` and validates.
+    pub fn load(
+        sources: &ConfigSources,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let mut files: Vec<(PathBuf, bool)> = Vec::new();
+        files.extend(sources.user.iter().map(|p| (p.clone(), false)));
+        files.extend(sources.project.iter().map(|p| (p.clone(), false)));
+        files.extend(sources.explicit.iter().map(|p| (p.clone(), true)));
+        let mut config = Config::default();
+        let mut raw_servers: BTreeMap<String, (PathBuf, Value)> = BTreeMap::new();
+        for (file, required) in files {
+            let text = match std::fs::read_to_string(&file) {
+                Ok(t) => t,
+                Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(ConfigError::Read {
+                        file,
+                        message: e.to_string(),
+                    });
+                }
+            };
+            let document = parse::parse_document(&file, &text)?;
+            if let Some(limits) = document.sandbox {
+                config.sandbox = limits;
+            }
+            for (name, value) in document.servers {
+                raw_servers.insert(name, (file.clone(), value));
+            }
+            config.files.push(file);
+        }
+        for (name, (file, value)) in raw_servers {
+            let server = parse::parse_server(&name, &file, &value, env)?;
+            config.servers.insert(name, server);
+        }
+        Ok(config)
+    }
+
+    /// Parses a single document held in memory (used for the bundled demo config).
+    pub fn from_str(
+        file: &Path,
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let document = parse::parse_document(file, text)?;
+        let mut config = Config {
+            sandbox: document.sandbox.unwrap_or_default(),
+            files: vec![file.into()],
+            ..Default::default()
+        };
+        for (name, value) in document.servers {
+            let server = parse::parse_server(&name, file, &value, env)?;
+            config.servers.insert(name, server);
+        }
+        Ok(config)
+    }
+}
+
+/// Reads variables from the host process environment.
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}

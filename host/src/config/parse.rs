@@ -1,0 +1,477 @@
+//! Field-by-field validation of config documents (TOML or JSON).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::{
+    AdapterConfig, Adapters, ConfigError, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, PluginRef,
+    SandboxLimits, ServerConfig, TransportConfig, expand_vars,
+};
+
+/// The top level of one file.
+pub(super) struct Document {
+    pub servers: Vec<(String, Value)>,
+    pub sandbox: Option<SandboxLimits>,
+}
+
+const SERVER_KEYS: &[&str] = &[
+    "type",
+    "transport",
+    "command",
+    "args",
+    "cwd",
+    "env",
+    "url",
+    "headers",
+    "auth",
+    "enabled",
+    "startup_timeout_secs",
+    "startup_timeout_sec",
+    "tool_timeout_secs",
+    "tool_timeout_sec",
+    "label",
+    "description",
+    "secret_env",
+    "adapters",
+    "adapter_config",
+];
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "a table",
+    }
+}
+
+/// Parses a file's text as JSON (`.json`) or TOML (anything else).
+pub(super) fn parse_document(file: &Path, text: &str) -> Result<Document, ConfigError> {
+    let file_err = |message: String| ConfigError::File {
+        file: file.to_path_buf(),
+        message,
+    };
+    let is_json = file
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    let root: Value = if is_json {
+        serde_json::from_str(text).map_err(|e| file_err(format!("not valid JSON: {e}")))?
+    } else {
+        let table: toml::Table =
+            toml::from_str(text).map_err(|e| file_err(format!("not valid TOML: {e}")))?;
+        serde_json::to_value(table).map_err(|e| file_err(e.to_string()))?
+    };
+    let Value::Object(root) = root else {
+        return Err(file_err(format!(
+            "the top level must be a table, got {}",
+            kind(&root)
+        )));
+    };
+    let mut servers = Vec::new();
+    let mut sandbox = None;
+    for (key, value) in root {
+        match key.as_str() {
+            "mcp_servers" | "mcpServers" | "servers" => {
+                let Value::Object(map) = value else {
+                    return Err(file_err(format!(
+                        "\"{key}\" must be a table of servers, got {}",
+                        kind(&value)
+                    )));
+                };
+                servers.extend(map);
+            }
+            "sandbox" => sandbox = Some(parse_sandbox(&value).map_err(file_err)?),
+            other => {
+                return Err(file_err(format!(
+                    "unknown top-level key \"{other}\" (expected \"mcp_servers\" or \"sandbox\")"
+                )));
+            }
+        }
+    }
+    Ok(Document { servers, sandbox })
+}
+
+fn parse_sandbox(value: &Value) -> Result<SandboxLimits, String> {
+    let Value::Object(map) = value else {
+        return Err(format!("\"sandbox\" must be a table, got {}", kind(value)));
+    };
+    let mut limits = SandboxLimits::default();
+    for (key, v) in map {
+        let n = v.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+            format!(
+                "\"sandbox.{key}\" must be a positive integer, got {}",
+                kind(v)
+            )
+        })?;
+        match key.as_str() {
+            "deadline_ms" => limits.deadline = Duration::from_millis(n),
+            "memory_mib" => limits.memory_bytes = (n as usize) << 20,
+            "stack_kib" => limits.stack_bytes = (n as usize) << 10,
+            other => {
+                return Err(format!(
+                    "unknown key \"sandbox.{other}\" (expected deadline_ms, memory_mib, stack_kib)"
+                ));
+            }
+        }
+    }
+    Ok(limits)
+}
+
+/// Validates one server entry and expands its `${VAR}` references.
+pub(super) fn parse_server(
+    name: &str,
+    file: &Path,
+    value: &Value,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ServerConfig, ConfigError> {
+    let err = |message: String| ConfigError::Server {
+        server: name.to_string(),
+        file: file.to_path_buf(),
+        message,
+    };
+    if name.is_empty() {
+        return Err(err("a server name must not be empty".into()));
+    }
+    let Value::Object(map) = value else {
+        return Err(err(format!(
+            "the entry must be a table, got {}",
+            kind(value)
+        )));
+    };
+    if let Some(key) = map.keys().find(|k| !SERVER_KEYS.contains(&k.as_str())) {
+        return Err(err(format!("unknown field \"{key}\"")));
+    }
+    let base = file.parent().unwrap_or(Path::new("."));
+    let f = Fields { map };
+
+    // `command` may be a string (with `args`) or an array holding the program and its
+    // arguments, as some clients write it.
+    let (command, mut args) = match map.get("command") {
+        None => (None, Vec::new()),
+        Some(Value::String(s)) if s.is_empty() => {
+            return Err(err("\"command\" must not be empty".into()));
+        }
+        Some(Value::String(s)) => (Some(s.clone()), Vec::new()),
+        Some(Value::Array(items)) => {
+            let parts = string_list(items)
+                .map_err(|i| err(format!("\"command[{i}]\" must be a string")))?;
+            match parts.split_first() {
+                Some((program, rest)) if !program.is_empty() => {
+                    (Some(program.clone()), rest.to_vec())
+                }
+                _ => return Err(err("\"command\" must not be empty".into())),
+            }
+        }
+        Some(other) => {
+            return Err(err(format!(
+                "\"command\" must be a string, got {}",
+                kind(other)
+            )));
+        }
+    };
+    if let Some(extra) = f.string_list("args").map_err(err)? {
+        args.extend(extra);
+    }
+    let url = f.string("url").map_err(err)?;
+    let declared = match (
+        f.string("type").map_err(err)?,
+        f.string("transport").map_err(err)?,
+    ) {
+        (Some(t), _) | (None, Some(t)) => Some(t),
+        (None, None) => None,
+    };
+    let transport_kind = match declared.as_deref() {
+        Some("stdio") => "stdio",
+        Some("http") | Some("streamable-http") | Some("streamableHttp") | Some("sse") => "http",
+        Some(other) => {
+            return Err(err(format!(
+                "\"type\" must be \"stdio\" or \"http\", got \"{other}\""
+            )));
+        }
+        None => match (&command, &url) {
+            (Some(_), None) => "stdio",
+            (None, Some(_)) => "http",
+            (Some(_), Some(_)) => {
+                return Err(err(
+                    "both \"command\" and \"url\" are set; add \"type\" = \"stdio\" or \"http\""
+                        .into(),
+                ));
+            }
+            (None, None) => return Err(err(
+                "\"type\" is missing: set \"stdio\" (with \"command\") or \"http\" (with \"url\")"
+                    .into(),
+            )),
+        },
+    };
+    let expand = |field: &str, text: &str| {
+        expand_vars(text, env).map_err(|m| err(format!("\"{field}\": {m}")))
+    };
+    let env_map = f.string_map("env").map_err(err)?.unwrap_or_default();
+    let headers = f.string_map("headers").map_err(err)?.unwrap_or_default();
+    let transport = match transport_kind {
+        "stdio" => {
+            let command =
+                command.ok_or_else(|| err("\"command\" is required for a stdio server".into()))?;
+            let command = expand("command", &command)?;
+            let args = args
+                .iter()
+                .enumerate()
+                .map(|(i, a)| expand(&format!("args[{i}]"), a))
+                .collect::<Result<Vec<_>, _>>()?;
+            if url.is_some() || !headers.is_empty() {
+                return Err(err(
+                    "\"url\" and \"headers\" belong to http servers, not stdio".into(),
+                ));
+            }
+            let mut env = BTreeMap::new();
+            for (k, v) in env_map {
+                if k.is_empty() || k.contains('=') || k.contains('\0') {
+                    return Err(err(format!("\"env\" has an invalid variable name {k:?}")));
+                }
+                let v = expand(&format!("env.{k}"), &v)?;
+                if v.contains('\0') {
+                    return Err(err(format!("\"env.{k}\" contains a NUL character")));
+                }
+                env.insert(k, v);
+            }
+            TransportConfig::Stdio { command, args, env }
+        }
+        _ => {
+            let url = url.ok_or_else(|| err("\"url\" is required for an http server".into()))?;
+            if command.is_some() {
+                return Err(err("\"command\" belongs to stdio servers, not http".into()));
+            }
+            let url = expand("url", &url)?;
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(err(format!(
+                    "\"url\" must start with http:// or https://, got {url:?}"
+                )));
+            }
+            let mut expanded = BTreeMap::new();
+            for (k, v) in headers {
+                expanded.insert(k.clone(), expand(&format!("headers.{k}"), &v)?);
+            }
+            let auth = f.string("auth").map_err(err)?;
+            if let Some(a) = &auth
+                && a != "oauth"
+            {
+                return Err(err(format!("\"auth\" must be \"oauth\", got \"{a}\"")));
+            }
+            TransportConfig::Http {
+                url,
+                headers: expanded,
+                auth,
+            }
+        }
+    };
+    let cwd = match f.string("cwd").map_err(err)? {
+        None => None,
+        Some(c) if Path::new(&c).is_absolute() => Some(PathBuf::from(c)),
+        Some(c) => return Err(err(format!("\"cwd\" must be an absolute path, got {c:?}"))),
+    };
+    let secs = |keys: [&str; 2], default: Duration| -> Result<Duration, ConfigError> {
+        for key in keys {
+            if let Some(v) = map.get(key) {
+                return match v.as_f64() {
+                    Some(n) if n > 0.0 && n.is_finite() => Ok(Duration::from_secs_f64(n)),
+                    _ => Err(err(format!(
+                        "\"{key}\" must be a positive number of seconds"
+                    ))),
+                };
+            }
+        }
+        Ok(default)
+    };
+    let adapters = parse_adapters(map.get("adapters"), base).map_err(err)?;
+    let adapter_config = parse_adapter_config(map.get("adapter_config"), &adapters).map_err(err)?;
+    Ok(ServerConfig {
+        name: name.to_string(),
+        source: file.to_path_buf(),
+        transport,
+        cwd,
+        enabled: f.bool("enabled").map_err(err)?.unwrap_or(true),
+        startup_timeout: secs(
+            ["startup_timeout_secs", "startup_timeout_sec"],
+            DEFAULT_STARTUP_TIMEOUT,
+        )?,
+        tool_timeout: secs(
+            ["tool_timeout_secs", "tool_timeout_sec"],
+            DEFAULT_TOOL_TIMEOUT,
+        )?,
+        label: f.string("label").map_err(err)?,
+        description: f.string("description").map_err(err)?,
+        secret_env: f
+            .string_list("secret_env")
+            .map_err(err)?
+            .unwrap_or_default()
+            .into_iter()
+            .collect::<BTreeSet<_>>(),
+        adapters,
+        adapter_config,
+    })
+}
+
+fn parse_adapters(value: Option<&Value>, base: &Path) -> Result<Adapters, String> {
+    let mut adapters = Adapters::default();
+    let Some(value) = value else {
+        return Ok(adapters);
+    };
+    let Value::Object(map) = value else {
+        return Err(format!("\"adapters\" must be a table, got {}", kind(value)));
+    };
+    for (stage, v) in map {
+        let one = |v: &Value, at: &str| match v {
+            Value::String(s) => PluginRef::parse(s, base).map_err(|m| format!("\"{at}\": {m}")),
+            other => Err(format!("\"{at}\" must be a string, got {}", kind(other))),
+        };
+        match stage.as_str() {
+            "naming" => adapters.naming = one(v, "adapters.naming")?,
+            "content" => adapters.content = one(v, "adapters.content")?,
+            "redaction" => {
+                adapters.redaction = match v {
+                    Value::Array(items) if items.is_empty() => {
+                        return Err("\"adapters.redaction\" must name at least one plugin; redaction cannot be turned off".into());
+                    }
+                    Value::Array(items) => items
+                        .iter()
+                        .enumerate()
+                        .map(|(i, item)| one(item, &format!("adapters.redaction[{i}]")))
+                        .collect::<Result<_, _>>()?,
+                    other => vec![one(other, "adapters.redaction")?],
+                }
+            }
+            other => {
+                return Err(format!(
+                    "unknown stage \"adapters.{other}\" (expected naming, content, redaction)"
+                ));
+            }
+        }
+    }
+    Ok(adapters)
+}
+
+fn parse_adapter_config(
+    value: Option<&Value>,
+    adapters: &Adapters,
+) -> Result<AdapterConfig, String> {
+    let empty = || Value::Object(Map::new());
+    let mut config = AdapterConfig {
+        naming: empty(),
+        content: empty(),
+        redaction: vec![empty(); adapters.redaction.len()],
+    };
+    let Some(value) = value else {
+        return Ok(config);
+    };
+    let Value::Object(map) = value else {
+        return Err(format!(
+            "\"adapter_config\" must be a table, got {}",
+            kind(value)
+        ));
+    };
+    for (stage, v) in map {
+        let table = |v: &Value, at: &str| match v {
+            Value::Object(_) => Ok(v.clone()),
+            other => Err(format!("\"{at}\" must be a table, got {}", kind(other))),
+        };
+        match stage.as_str() {
+            "naming" => config.naming = table(v, "adapter_config.naming")?,
+            "content" => config.content = table(v, "adapter_config.content")?,
+            // One table for the first plugin of the chain, or an array by position.
+            "redaction" => match v {
+                Value::Array(items) => {
+                    if items.len() > adapters.redaction.len() {
+                        return Err(format!(
+                            "\"adapter_config.redaction\" has {} tables but the chain has {} plugins",
+                            items.len(),
+                            adapters.redaction.len()
+                        ));
+                    }
+                    for (i, item) in items.iter().enumerate() {
+                        config.redaction[i] =
+                            table(item, &format!("adapter_config.redaction[{i}]"))?;
+                    }
+                }
+                other => config.redaction[0] = table(other, "adapter_config.redaction")?,
+            },
+            other => {
+                return Err(format!(
+                    "unknown stage \"adapter_config.{other}\" (expected naming, content, redaction)"
+                ));
+            }
+        }
+    }
+    Ok(config)
+}
+
+fn string_list(items: &[Value]) -> Result<Vec<String>, usize> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| v.as_str().map(str::to_string).ok_or(i))
+        .collect()
+}
+
+struct Fields<'a> {
+    map: &'a Map<String, Value>,
+}
+
+impl Fields<'_> {
+    fn string(&self, key: &str) -> Result<Option<String>, String> {
+        match self.map.get(key) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(format!("\"{key}\" must be a string, got {}", kind(other))),
+        }
+    }
+
+    fn bool(&self, key: &str) -> Result<Option<bool>, String> {
+        match self.map.get(key) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(format!(
+                "\"{key}\" must be true or false, got {}",
+                kind(other)
+            )),
+        }
+    }
+
+    fn string_list(&self, key: &str) -> Result<Option<Vec<String>>, String> {
+        match self.map.get(key) {
+            None => Ok(None),
+            Some(Value::Array(items)) => string_list(items)
+                .map(Some)
+                .map_err(|i| format!("\"{key}[{i}]\" must be a string")),
+            Some(other) => Err(format!(
+                "\"{key}\" must be an array of strings, got {}",
+                kind(other)
+            )),
+        }
+    }
+
+    fn string_map(&self, key: &str) -> Result<Option<BTreeMap<String, String>>, String> {
+        match self.map.get(key) {
+            None => Ok(None),
+            Some(Value::Object(m)) => m
+                .iter()
+                .map(|(k, v)| match v {
+                    Value::String(s) => Ok((k.clone(), s.clone())),
+                    other => Err(format!(
+                        "\"{key}.{k}\" must be a string, got {}",
+                        kind(other)
+                    )),
+                })
+                .collect::<Result<_, _>>()
+                .map(Some),
+            Some(other) => Err(format!(
+                "\"{key}\" must be a table of strings, got {}",
+                kind(other)
+            )),
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! The plugin runtime: wasmtime components, sandboxed and limited, and the adapter
+//! pipeline (naming, content, redaction chain) built from them.
+//!
+//! - [`PluginRuntime`] owns the engine, the epoch ticker, the compiled-artifact cache and
+//!   the loaded components (compiled once, pre-instantiated).
+//! - [`StageInstance`] is one (service, stage) binding: plugin + configuration + a pool of
+//!   warm instances. A trap discards the instance that trapped; the next call gets a
+//!   fresh one.
+//! - [`ServicePipeline`] is what a service uses: name tools, convert and redact results.
+
+mod bindings;
+mod builtin;
+pub mod convert;
+mod error;
+mod instance;
+mod pipeline;
+mod runtime;
+
+pub use bindings::{
+    ContentBlock, NamedTool, PluginInfo, RedactionMark, Secret, ServiceInfo, Stage, Tool,
+    ToolResult,
+};
+pub use builtin::{BUILTIN_PLUGINS, builtin_bytes};
+pub use error::{PluginError, TrapKind};
+pub use instance::StageInstance;
+pub use pipeline::{
+    Processed, ServicePipeline, convert as run_content, namespace as run_namespace,
+    qualify as run_qualify, redact as run_redaction,
+};
+pub use runtime::{LoadedPlugin, PluginRuntime, SUPPORTED_CONTRACT};

@@ -1,0 +1,250 @@
+//! [`ServicePipeline`]: the adapter stages one service runs through — naming at catalog
+//! time; content conversion then the redaction chain for every result.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::{
+    NamedTool, PluginError, RedactionMark, Secret, ServiceInfo, StageInstance, Tool, ToolResult,
+};
+use crate::config::{AdapterConfig, Adapters};
+
+/// A converted, redacted result and the marks of what was redacted.
+#[derive(Debug, Clone)]
+pub struct Processed {
+    /// The result, safe to show and to store.
+    pub result: ToolResult,
+    /// Where redactions happened (empty when nothing was redacted).
+    pub marks: Vec<RedactionMark>,
+}
+
+/// The plugins bound to one service.
+pub struct ServicePipeline {
+    naming: Arc<StageInstance>,
+    content: Arc<StageInstance>,
+    redaction: Vec<Arc<StageInstance>>,
+}
+
+impl ServicePipeline {
+    /// Loads and binds every plugin the service's config names, running each `init`.
+    pub fn build(
+        runtime: &Arc<super::PluginRuntime>,
+        service: &str,
+        adapters: &Adapters,
+        config: &AdapterConfig,
+    ) -> Result<Self, PluginError> {
+        use super::Stage;
+        let naming = runtime.bind(
+            runtime.load(&adapters.naming)?,
+            Stage::Naming,
+            service,
+            &config.naming,
+        )?;
+        let content = runtime.bind(
+            runtime.load(&adapters.content)?,
+            Stage::Content,
+            service,
+            &config.content,
+        )?;
+        let redaction = adapters
+            .redaction
+            .iter()
+            .zip(&config.redaction)
+            .map(|(reference, cfg)| {
+                runtime.bind(runtime.load(reference)?, Stage::Redaction, service, cfg)
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(ServicePipeline {
+            naming,
+            content,
+            redaction,
+        })
+    }
+
+    /// Asks the naming plugin for the service's namespace (called once per service).
+    pub async fn namespace(
+        &self,
+        service: ServiceInfo,
+        taken: Vec<String>,
+    ) -> Result<String, PluginError> {
+        namespace(&self.naming, service, taken).await
+    }
+
+    /// Names every tool, verifying that the names are valid and unique.
+    pub async fn qualify(
+        &self,
+        service: ServiceInfo,
+        namespace: String,
+        tools: Vec<Tool>,
+    ) -> Result<Vec<NamedTool>, PluginError> {
+        qualify(&self.naming, service, namespace, tools).await
+    }
+
+    /// Converts then redacts a result. Any failure fails the whole call, so an
+    /// unredacted result is never returned. The server's `is_error` is kept whatever
+    /// the plugins say.
+    pub async fn process(
+        &self,
+        result: ToolResult,
+        secrets: Vec<Secret>,
+    ) -> Result<Processed, PluginError> {
+        let is_error = result.is_error;
+        let mut converted = convert(&self.content, result).await?;
+        let mut marks = Vec::new();
+        for stage in &self.redaction {
+            let redacted = redact(stage, converted, secrets.clone()).await?;
+            converted = redacted.result;
+            marks.extend(redacted.marks);
+        }
+        converted.is_error = is_error;
+        Ok(Processed {
+            result: converted,
+            marks,
+        })
+    }
+}
+
+/// Runs a naming stage's `namespace`, checking the answer.
+pub async fn namespace(
+    stage: &Arc<StageInstance>,
+    service: ServiceInfo,
+    taken: Vec<String>,
+) -> Result<String, PluginError> {
+    let stage = stage.clone();
+    blocking(move || {
+        let ns = stage.call(|store, instance, plugin| {
+            let api = plugin
+                .naming_api
+                .as_ref()
+                .expect("checked at bind")
+                .load(&mut *store, instance)?;
+            api.call_namespace(&mut *store, &service, &taken)
+        })?;
+        if ns.is_empty() || ns.len() > 64 || taken.contains(&ns) {
+            return Err(stage.contract_error(format!(
+                "namespace {ns:?} is empty, too long or already taken"
+            )));
+        }
+        Ok(ns)
+    })
+    .await
+}
+
+/// Runs a naming stage's `qualify`, verifying that the names are valid and unique.
+pub async fn qualify(
+    stage: &Arc<StageInstance>,
+    service: ServiceInfo,
+    namespace: String,
+    tools: Vec<Tool>,
+) -> Result<Vec<NamedTool>, PluginError> {
+    let stage = stage.clone();
+    blocking(move || {
+        let raw: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+        let named = stage.call(|store, instance, plugin| {
+            let api = plugin
+                .naming_api
+                .as_ref()
+                .expect("checked at bind")
+                .load(&mut *store, instance)?;
+            api.call_qualify(&mut *store, &service, &namespace, &tools)
+        })?;
+        if named.len() != raw.len() {
+            return Err(stage.contract_error(format!(
+                "returned {} tools for {} listed",
+                named.len(),
+                raw.len()
+            )));
+        }
+        let mut seen = HashSet::new();
+        for (tool, raw_name) in named.iter().zip(&raw) {
+            if !is_valid_name(&tool.name) {
+                return Err(stage.contract_error(format!(
+                    "name {:?} does not match ^[a-zA-Z0-9_-]{{1,64}}$",
+                    tool.name
+                )));
+            }
+            if !seen.insert(tool.name.clone()) {
+                return Err(
+                    stage.contract_error(format!("name {:?} is given to two tools", tool.name))
+                );
+            }
+            if &tool.raw_name != raw_name {
+                return Err(stage.contract_error(format!(
+                    "reordered or renamed the raw tool {raw_name:?} (got {:?})",
+                    tool.raw_name
+                )));
+            }
+        }
+        Ok(named)
+    })
+    .await
+}
+
+/// Runs one content stage on a result (`is_error` is kept).
+pub async fn convert(
+    stage: &Arc<StageInstance>,
+    result: ToolResult,
+) -> Result<ToolResult, PluginError> {
+    let stage = stage.clone();
+    blocking(move || {
+        let is_error = result.is_error;
+        let mut converted = stage.call(|store, instance, plugin| {
+            let api = plugin
+                .content_api
+                .as_ref()
+                .expect("checked at bind")
+                .load(&mut *store, instance)?;
+            api.call_convert(&mut *store, &result)
+        })?;
+        converted.is_error = is_error;
+        Ok(converted)
+    })
+    .await
+}
+
+/// Runs one redaction stage on a result (`is_error` is kept).
+pub async fn redact(
+    stage: &Arc<StageInstance>,
+    result: ToolResult,
+    secrets: Vec<Secret>,
+) -> Result<Processed, PluginError> {
+    let stage = stage.clone();
+    blocking(move || {
+        let is_error = result.is_error;
+        let mut redacted = stage.call(|store, instance, plugin| {
+            let api = plugin
+                .redaction_api
+                .as_ref()
+                .expect("checked at bind")
+                .load(&mut *store, instance)?;
+            api.call_redact(&mut *store, &result, &secrets)
+        })?;
+        redacted.result.is_error = is_error;
+        Ok(Processed {
+            result: redacted.result,
+            marks: redacted.marks,
+        })
+    })
+    .await
+}
+
+/// Whether `name` matches `^[a-zA-Z0-9_-]{1,64}$`.
+pub fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+async fn blocking<R: Send + 'static>(
+    f: impl FnOnce() -> Result<R, PluginError> + Send + 'static,
+) -> Result<R, PluginError> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r,
+        Err(e) => Err(PluginError::Load {
+            plugin: "(runtime)".into(),
+            message: format!("plugin task failed: {e}"),
+        }),
+    }
+}

@@ -1,0 +1,374 @@
+//! [`PluginRuntime`]: the wasmtime engine, its epoch ticker, the on-disk cache of compiled
+//! components, and the checks every component passes before it may run.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cap_std::fs::Dir;
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, InstancePre, Linker};
+use wasmtime::{Engine, Store};
+
+use super::bindings::{Adapter, exports::airlock::adapter as guest};
+use super::instance::{PluginState, StageInstance, new_store};
+use super::{PluginError, PluginInfo, Stage, builtin_bytes};
+use crate::config::{PluginRef, SandboxLimits};
+
+/// The contract versions this host loads: `airlock:adapter@0.1.x`.
+pub const SUPPORTED_CONTRACT: &str = "0.1.x";
+const CONTRACT_PACKAGE: &str = "airlock:adapter/";
+/// How often the epoch ticks; deadlines are counted in ticks.
+pub(super) const EPOCH_TICK: Duration = Duration::from_millis(10);
+/// WASI 0.2 packages a plugin may import (all linked with nothing granted).
+const WASI_PACKAGES: &[&str] = &[
+    "wasi:cli/",
+    "wasi:io/",
+    "wasi:clocks/",
+    "wasi:random/",
+    "wasi:filesystem/",
+    "wasi:sockets/",
+];
+const CACHE_DIR: &str = "plugin-cache";
+
+/// A compiled, checked, pre-instantiated plugin.
+pub struct LoadedPlugin {
+    /// How the config referred to it (`builtin:standard`, a path).
+    pub reference: String,
+    /// What the plugin says about itself.
+    pub info: PluginInfo,
+    pub(super) pre: InstancePre<PluginState>,
+    pub(super) plugin_api: guest::plugin::GuestIndices,
+    pub(super) naming_api: Option<guest::naming::GuestIndices>,
+    pub(super) content_api: Option<guest::content::GuestIndices>,
+    pub(super) redaction_api: Option<guest::redaction::GuestIndices>,
+}
+
+impl LoadedPlugin {
+    /// Whether the plugin provides `stage`.
+    pub fn provides(&self, stage: Stage) -> bool {
+        let exported = match stage {
+            Stage::Naming => self.naming_api.is_some(),
+            Stage::Content => self.content_api.is_some(),
+            Stage::Redaction => self.redaction_api.is_some(),
+        };
+        exported && self.info.stages.contains(&stage)
+    }
+}
+
+/// The engine and everything compiled on it. Cheap to share (`Arc`).
+pub struct PluginRuntime {
+    engine: Engine,
+    linker: Linker<PluginState>,
+    limits: SandboxLimits,
+    cache_dir: Option<Dir>,
+    loaded: Mutex<HashMap<String, Arc<LoadedPlugin>>>,
+    ticker_stop: Arc<AtomicBool>,
+}
+
+impl Drop for PluginRuntime {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl PluginRuntime {
+    /// Builds an engine with the given limits. `data_dir`, when given, holds the
+    /// compiled-artifact cache (`plugin-cache/`), so a warm start does not recompile.
+    pub fn new(limits: SandboxLimits, data_dir: Option<&Dir>) -> Result<Arc<Self>, PluginError> {
+        let err = |message: String| PluginError::Load {
+            plugin: "(runtime)".into(),
+            message,
+        };
+        let mut config = wasmtime::Config::new();
+        config.wasm_component_model(true);
+        config.epoch_interruption(true);
+        config.max_wasm_stack(limits.stack_bytes);
+        let engine =
+            Engine::new(&config).map_err(|e| err(format!("cannot create the engine: {e}")))?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .map_err(|e| err(format!("cannot link WASI: {e}")))?;
+        Adapter::add_to_linker::<PluginState, wasmtime::component::HasSelf<PluginState>>(
+            &mut linker,
+            |s| s,
+        )
+        .map_err(|e| err(format!("cannot link host imports: {e}")))?;
+        let cache_dir = match data_dir {
+            Some(dir) => {
+                dir.create_dir_all(CACHE_DIR)
+                    .map_err(|e| err(format!("cannot create {CACHE_DIR}/: {e}")))?;
+                Some(
+                    dir.open_dir(CACHE_DIR)
+                        .map_err(|e| err(format!("cannot open {CACHE_DIR}/: {e}")))?,
+                )
+            }
+            None => None,
+        };
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        {
+            let engine = engine.clone();
+            let stop = ticker_stop.clone();
+            std::thread::Builder::new()
+                .name("airlock-epoch".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(EPOCH_TICK);
+                        engine.increment_epoch();
+                    }
+                })
+                .map_err(|e| err(format!("cannot start the epoch ticker: {e}")))?;
+        }
+        Ok(Arc::new(PluginRuntime {
+            engine,
+            linker,
+            limits,
+            cache_dir,
+            loaded: Mutex::new(HashMap::new()),
+            ticker_stop,
+        }))
+    }
+
+    /// The sandbox limits every call runs under.
+    pub fn limits(&self) -> SandboxLimits {
+        self.limits
+    }
+
+    pub(super) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Loads (or returns the already loaded) plugin for `reference`.
+    pub fn load(&self, reference: &PluginRef) -> Result<Arc<LoadedPlugin>, PluginError> {
+        let name = reference.to_string();
+        let bytes: std::borrow::Cow<'_, [u8]> = match reference {
+            PluginRef::Builtin(builtin) => builtin_bytes(builtin)
+                .ok_or_else(|| PluginError::Load {
+                    plugin: name.clone(),
+                    message: format!(
+                        "there is no bundled plugin named \"{builtin}\" (bundled: {})",
+                        super::BUILTIN_PLUGINS
+                            .iter()
+                            .map(|(n, _)| format!("builtin:{n}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                })?
+                .into(),
+            PluginRef::File(path) => std::fs::read(path)
+                .map_err(|e| PluginError::Load {
+                    plugin: name.clone(),
+                    message: format!("cannot read the file: {e}"),
+                })?
+                .into(),
+        };
+        self.load_bytes(&name, &bytes)
+    }
+
+    /// Loads a component from bytes, checking its imports and contract version.
+    pub fn load_bytes(
+        &self,
+        reference: &str,
+        bytes: &[u8],
+    ) -> Result<Arc<LoadedPlugin>, PluginError> {
+        let key = self.cache_key(bytes);
+        if let Some(found) = self.loaded.lock().expect("plugin table poisoned").get(&key) {
+            return Ok(found.clone());
+        }
+        let err = |message: String| PluginError::Load {
+            plugin: reference.to_string(),
+            message,
+        };
+        let component = self.compile_cached(&key, bytes).map_err(err)?;
+        self.check_imports(reference, &component)?;
+        self.check_contract(reference, &component)?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| err(format!("cannot link the component: {e}")))?;
+        let plugin_api = guest::plugin::GuestIndices::new(&pre).map_err(|e| {
+            err(format!(
+                "not an Airlock plugin (no airlock:adapter/plugin export): {e}"
+            ))
+        })?;
+        let naming_api = guest::naming::GuestIndices::new(&pre).ok();
+        let content_api = guest::content::GuestIndices::new(&pre).ok();
+        let redaction_api = guest::redaction::GuestIndices::new(&pre).ok();
+        let info = self.describe(reference, &pre, &plugin_api)?;
+        let loaded = Arc::new(LoadedPlugin {
+            reference: reference.to_string(),
+            info,
+            pre,
+            plugin_api,
+            naming_api,
+            content_api,
+            redaction_api,
+        });
+        self.loaded
+            .lock()
+            .expect("plugin table poisoned")
+            .insert(key, loaded.clone());
+        Ok(loaded)
+    }
+
+    /// Binds a loaded plugin to one stage of one service with its configuration. The
+    /// first instance is created (and `init` called) at once, so a rejected
+    /// configuration is reported now rather than at the first call.
+    pub fn bind(
+        self: &Arc<Self>,
+        plugin: Arc<LoadedPlugin>,
+        stage: Stage,
+        service: &str,
+        config: &serde_json::Value,
+    ) -> Result<Arc<StageInstance>, PluginError> {
+        if !plugin.provides(stage) {
+            return Err(PluginError::MissingStage {
+                plugin: plugin.reference.clone(),
+                stage,
+                provides: plugin
+                    .info
+                    .stages
+                    .iter()
+                    .map(|s| s.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        let instance = Arc::new(StageInstance::new(
+            self.clone(),
+            plugin,
+            stage,
+            service.to_string(),
+            config.to_string(),
+        ));
+        instance.warm_up()?;
+        Ok(instance)
+    }
+
+    fn cache_key(&self, bytes: &[u8]) -> String {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.engine
+            .precompile_compatibility_hash()
+            .hash(&mut hasher);
+        let mut digest = Sha256::new();
+        digest.update(bytes);
+        digest.update(hasher.finish().to_le_bytes());
+        hex::encode(&digest.finalize()[..16])
+    }
+
+    fn compile_cached(&self, key: &str, bytes: &[u8]) -> Result<Component, String> {
+        let file = format!("{key}.cwasm");
+        if let Some(dir) = &self.cache_dir
+            && let Ok(cached) = dir.read(&file)
+        {
+            // SAFETY: the artifact was written by `Component::serialize` on an engine with
+            // the same compatibility hash (it is part of the key), into Airlock's own data
+            // directory. A corrupt file fails to deserialize and is recompiled below.
+            match unsafe { Component::deserialize(&self.engine, &cached) } {
+                Ok(component) => return Ok(component),
+                Err(e) => {
+                    tracing::warn!(file, error = %e, "ignoring unreadable compiled plugin cache entry")
+                }
+            }
+        }
+        let component = Component::new(&self.engine, bytes)
+            .map_err(|e| format!("not a valid WebAssembly component: {e:#}"))?;
+        if let Some(dir) = &self.cache_dir {
+            match component.serialize() {
+                Ok(artifact) => {
+                    let tmp = format!("{key}.tmp{}", std::process::id());
+                    if let Err(e) = dir
+                        .write(&tmp, &artifact)
+                        .and_then(|_| dir.rename(&tmp, dir, &file))
+                    {
+                        tracing::warn!(error = %e, "cannot write the compiled plugin cache");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot serialize a compiled plugin"),
+            }
+        }
+        Ok(component)
+    }
+
+    fn check_imports(&self, reference: &str, component: &Component) -> Result<(), PluginError> {
+        for (name, _) in component.component_type().imports(&self.engine) {
+            let allowed = if let Some(rest) = name.strip_prefix(CONTRACT_PACKAGE) {
+                let version = rest.split_once('@').map(|(_, v)| v).unwrap_or("");
+                if rest.starts_with("log@") || rest.starts_with("types@") {
+                    if !contract_supported(version) {
+                        return Err(PluginError::UnsupportedContract {
+                            plugin: reference.into(),
+                            found: version.into(),
+                            supported: SUPPORTED_CONTRACT.into(),
+                        });
+                    }
+                    true
+                } else {
+                    false
+                }
+            } else {
+                WASI_PACKAGES.iter().any(|p| name.starts_with(p)) && name.contains("@0.2.")
+            };
+            if !allowed {
+                return Err(PluginError::ForbiddenImport {
+                    plugin: reference.into(),
+                    import: name.to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn check_contract(&self, reference: &str, component: &Component) -> Result<(), PluginError> {
+        let mut saw_plugin = false;
+        for (name, _) in component.component_type().exports(&self.engine) {
+            let Some(rest) = name.strip_prefix(CONTRACT_PACKAGE) else {
+                continue;
+            };
+            let version = rest.split_once('@').map(|(_, v)| v).unwrap_or("");
+            if !contract_supported(version) {
+                return Err(PluginError::UnsupportedContract {
+                    plugin: reference.into(),
+                    found: version.into(),
+                    supported: SUPPORTED_CONTRACT.into(),
+                });
+            }
+            saw_plugin |= rest.starts_with("plugin@");
+        }
+        if !saw_plugin {
+            return Err(PluginError::Load {
+                plugin: reference.into(),
+                message: "not an Airlock plugin: it exports no airlock:adapter/plugin interface"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn describe(
+        &self,
+        reference: &str,
+        pre: &InstancePre<PluginState>,
+        api: &guest::plugin::GuestIndices,
+    ) -> Result<PluginInfo, PluginError> {
+        let trap = |e: wasmtime::Error, store: &Store<PluginState>| {
+            super::instance::classify(reference, Stage::Naming, e, store)
+        };
+        let mut store = new_store(self, reference, Stage::Naming);
+        let instance = pre.instantiate(&mut store).map_err(|e| trap(e, &store))?;
+        let plugin = api
+            .load(&mut store, &instance)
+            .map_err(|e| trap(e, &store))?;
+        plugin
+            .call_describe(&mut store)
+            .map_err(|e| trap(e, &store))
+    }
+}
+
+/// Whether a contract version (e.g. `0.1.3`) is one this host loads.
+fn contract_supported(version: &str) -> bool {
+    let mut parts = version.split('.');
+    matches!((parts.next(), parts.next()), (Some("0"), Some("1")))
+}

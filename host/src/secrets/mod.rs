@@ -1,0 +1,93 @@
+//! Known secrets: the values Airlock must never let out. For now these are the values of
+//! a service's env vars and headers that are marked secret (`secret_env`) or whose names
+//! look like credentials.
+
+use crate::config::{ServerConfig, TransportConfig};
+
+/// Name fragments that mark a variable or header as a credential (case-insensitive).
+pub const CREDENTIAL_MARKERS: &[&str] = &[
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "API_KEY",
+    "APIKEY",
+    "PRIVATE_KEY",
+    "CREDENTIAL",
+    "AUTH",
+];
+
+/// Longest secret value accepted, in bytes.
+pub const MAX_SECRET_BYTES: usize = 2560;
+
+/// Whether `name` looks like it holds a credential.
+pub fn looks_like_credential(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase().replace('-', "_");
+    CREDENTIAL_MARKERS.iter().any(|m| upper.contains(m))
+}
+
+/// Checks a secret value: non-empty, no NUL, at most [`MAX_SECRET_BYTES`]. Whitespace is
+/// kept as given.
+pub fn validate_secret(name: &str, value: &str) -> Result<(), String> {
+    if value.is_empty() {
+        return Err(format!("secret \"{name}\" is empty"));
+    }
+    if value.contains('\0') {
+        return Err(format!("secret \"{name}\" contains a NUL character"));
+    }
+    if value.len() > MAX_SECRET_BYTES {
+        return Err(format!(
+            "secret \"{name}\" is {} bytes; the limit is {MAX_SECRET_BYTES}",
+            value.len()
+        ));
+    }
+    Ok(())
+}
+
+/// The known secrets of one service as `(name, value)`: env vars and headers marked in
+/// `secret_env` or named like credentials. For a header like `Authorization: Bearer X`
+/// both the whole value and the token after the scheme are known.
+pub fn known_secrets(server: &ServerConfig) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let is_secret = |name: &str| server.secret_env.contains(name) || looks_like_credential(name);
+    match &server.transport {
+        TransportConfig::Stdio { env, .. } => {
+            for (k, v) in env {
+                if is_secret(k) && !v.is_empty() {
+                    found.push((k.clone(), v.clone()));
+                }
+            }
+        }
+        TransportConfig::Http { headers, .. } => {
+            for (k, v) in headers {
+                if is_secret(k) && !v.is_empty() {
+                    found.push((k.clone(), v.clone()));
+                    if let Some((_, token)) = v.split_once(' ')
+                        && !token.trim().is_empty()
+                    {
+                        found.push((k.clone(), token.trim().to_string()));
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credential_names_and_limits() {
+        assert!(looks_like_credential("GITHUB_TOKEN"));
+        assert!(looks_like_credential("x-api-key"));
+        assert!(looks_like_credential("Authorization"));
+        assert!(!looks_like_credential("NODE_ENV"));
+        assert!(validate_secret("A", " spaced ").is_ok());
+        assert!(validate_secret("A", "").is_err());
+        assert!(validate_secret("A", "a\0b").is_err());
+        assert!(validate_secret("A", &"x".repeat(2561)).is_err());
+        assert!(validate_secret("A", &"x".repeat(2560)).is_ok());
+    }
+}

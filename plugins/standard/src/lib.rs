@@ -1,0 +1,49 @@
+//! The bundled `standard` plugin: all three stages with the policies of DESIGN.md.
+//!
+//! - naming: `mcp__{server}__{tool}` (`style = "mcp"`, default) or label namespaces
+//!   `<namespace>__<tool>` (`style = "namespace"`); `description_prefix = true` prefixes
+//!   descriptions with `[server] `.
+//! - content: lossless conversion (see [`content`]).
+//! - redaction: known secrets plus built-in and configured patterns (see [`redaction`]).
+
+pub mod content;
+pub mod naming;
+pub mod redaction;
+
+use airlock_guest::{Config, Plugin, Stage, export_plugin};
+
+/// The plugin value: one stage's configured policy.
+pub enum Standard {
+    /// The naming stage.
+    Naming(naming::NamingPolicy),
+    /// The content stage.
+    Content,
+    /// The redaction stage.
+    Redaction(redaction::RedactionPolicy),
+}
+
+impl Plugin for Standard {
+    const NAME: &'static str = "standard";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+
+    fn new(stage: Stage, config: Config) -> Result<Self, String> {
+        match stage {
+            Stage::Naming => naming::NamingPolicy::from_config(&config).map(Standard::Naming),
+            Stage::Content => {
+                config.deny_unknown(&[])?;
+                Ok(Standard::Content)
+            }
+            Stage::Redaction => {
+                redaction::RedactionPolicy::from_config(&config).map(Standard::Redaction)
+            }
+        }
+    }
+}
+
+impl Standard {
+    fn wrong_stage(&self, wanted: &str) -> String {
+        format!("standard plugin instance was initialized for another stage than {wanted}")
+    }
+}
+
+export_plugin!(Standard, stages: [naming, content, redaction]);

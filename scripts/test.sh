@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The test command. Installs everything the tests need — the wasm32-wasip2 target, the
+# npm reference servers (tests/peers, pinned by package-lock.json) and the Python MCP SDK
+# (tests/.venv, pinned by requirements.txt) — then runs every test.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+echo "== toolchain"
+rustup target add wasm32-wasip2
+
+echo "== npm test peers"
+(cd tests/peers && npm ci --no-audit --no-fund --loglevel=error)
+
+echo "== Python test peers"
+if [ ! -x tests/.venv/bin/python ]; then
+    python3 -m venv tests/.venv
+fi
+tests/.venv/bin/pip install --quiet --disable-pip-version-check -r tests/peers/python/requirements.txt
+
+echo "== tests"
+cargo test --locked -p airlock-host -p airlock-guest -p airlock-plugin-standard -p airlock-plugin-text-only "$@"

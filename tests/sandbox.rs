@@ -1,0 +1,256 @@
+//! The plugin sandbox against hostile components built from source
+//! (tests/plugins/): each gets a clear, typed error within its limit, the instance is
+//! discarded, and the host keeps serving.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use airlock_host::config::{PluginRef, SandboxLimits};
+use airlock_host::plugin::{
+    PluginError, PluginRuntime, Stage, ToolResult, TrapKind, run_content, run_redaction,
+};
+use airlock_host::{Airlock, ErrorCode, ServiceStatus};
+use serde_json::json;
+use support::{Workspace, fixture_wasm, python_fixture_entry, toml_str};
+
+fn limits() -> SandboxLimits {
+    SandboxLimits {
+        deadline: Duration::from_millis(300),
+        memory_bytes: 32 << 20,
+        stack_bytes: 256 << 10,
+    }
+}
+
+fn sample() -> ToolResult {
+    airlock_host::plugin::convert::result_from_mcp(
+        &json!({"content": [{"type": "text", "text": "hello"}]}),
+    )
+}
+
+async fn run_mode(
+    rt: &std::sync::Arc<PluginRuntime>,
+    mode: &str,
+) -> Result<ToolResult, PluginError> {
+    let plugin = rt.load(&PluginRef::File(fixture_wasm("hostile"))).unwrap();
+    let bound = rt
+        .bind(plugin, Stage::Content, "svc", &json!({"mode": mode}))
+        .unwrap();
+    run_content(&bound, sample()).await
+}
+
+fn trap_kind(result: Result<ToolResult, PluginError>) -> (TrapKind, String) {
+    match result {
+        Err(e @ PluginError::Trap { kind, .. }) => (kind, e.to_string()),
+        other => panic!("expected a trap, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_infinite_loop_hits_the_cpu_deadline() {
+    let rt = PluginRuntime::new(limits(), None).unwrap();
+    let started = Instant::now();
+    let (kind, message) = trap_kind(run_mode(&rt, "loop").await);
+    assert_eq!(kind, TrapKind::Deadline);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        message.contains("hostile") && message.contains("content") && message.contains("deadline"),
+        "{message}"
+    );
+    // The host carries on: a well-behaved binding of the same plugin works.
+    let ok = run_mode(&rt, "ok").await.unwrap();
+    assert!(
+        matches!(&ok.content[0], airlock_host::plugin::ContentBlock::Text(t) if t.text == "HELLO")
+    );
+}
+
+#[tokio::test]
+async fn a_memory_bomb_hits_the_memory_cap() {
+    let rt = PluginRuntime::new(limits(), None).unwrap();
+    let (kind, message) = trap_kind(run_mode(&rt, "memory").await);
+    assert_eq!(kind, TrapKind::MemoryLimit, "{message}");
+    assert!(message.contains("memory"), "{message}");
+}
+
+#[tokio::test]
+async fn deep_recursion_hits_the_stack_cap() {
+    let rt = PluginRuntime::new(limits(), None).unwrap();
+    let (kind, message) = trap_kind(run_mode(&rt, "recursion").await);
+    assert_eq!(kind, TrapKind::StackOverflow, "{message}");
+}
+
+#[tokio::test]
+async fn a_panic_is_a_typed_trap_and_the_next_call_gets_a_fresh_instance() {
+    let rt = PluginRuntime::new(limits(), None).unwrap();
+    let plugin = rt.load(&PluginRef::File(fixture_wasm("hostile"))).unwrap();
+    let bound = rt
+        .bind(plugin, Stage::Content, "svc", &json!({"mode": "panic"}))
+        .unwrap();
+    for _ in 0..2 {
+        let (kind, message) = trap_kind(run_content(&bound, sample()).await);
+        assert_eq!(kind, TrapKind::Panic, "{message}");
+    }
+}
+
+#[tokio::test]
+async fn files_environment_network_and_clock_are_denied() {
+    let rt = PluginRuntime::new(limits(), None).unwrap();
+    for (mode, expect) in [
+        ("read_file", "filesystem denied"),
+        ("read_env", "environment denied"),
+        ("socket", "network denied"),
+    ] {
+        match run_mode(&rt, mode).await {
+            Err(PluginError::Failed { message, .. }) => {
+                assert!(message.contains(expect), "{mode}: {message}")
+            }
+            other => panic!("{mode}: expected a denial, got {other:?}"),
+        }
+    }
+    let frozen = run_mode(&rt, "clock").await.unwrap();
+    assert!(
+        matches!(&frozen.content[0], airlock_host::plugin::ContentBlock::Text(t) if t.text == "clock: 0")
+    );
+}
+
+#[test]
+fn a_component_importing_something_else_is_refused_at_load() {
+    let rt = PluginRuntime::new(limits(), None).unwrap();
+    let path = fixture_wasm("foreign-import");
+    match rt.load(&PluginRef::File(path.clone())) {
+        Err(e @ PluginError::ForbiddenImport { .. }) => {
+            let m = e.to_string();
+            assert!(
+                m.contains("evil:fixture/exfil") && m.contains(&path.display().to_string()),
+                "{m}"
+            );
+        }
+        other => panic!("expected ForbiddenImport, got {:?}", other.map(|_| ())),
+    }
+}
+
+#[test]
+fn an_unsupported_contract_version_is_refused_at_load() {
+    let rt = PluginRuntime::new(limits(), None).unwrap();
+    match rt.load(&PluginRef::File(fixture_wasm("future-contract"))) {
+        Err(e @ PluginError::UnsupportedContract { .. }) => {
+            let m = e.to_string();
+            assert!(m.contains("0.2.0") && m.contains("0.1.x"), "{m}");
+        }
+        other => panic!("expected UnsupportedContract, got {:?}", other.map(|_| ())),
+    }
+}
+
+#[tokio::test]
+async fn a_rejected_configuration_names_plugin_stage_and_service() {
+    let rt = PluginRuntime::new(limits(), None).unwrap();
+    let plugin = rt.load(&PluginRef::File(fixture_wasm("hostile"))).unwrap();
+    let err = rt
+        .bind(
+            plugin.clone(),
+            Stage::Content,
+            "svc-a",
+            &json!({"mode": "reject"}),
+        )
+        .err()
+        .unwrap();
+    let m = err.to_string();
+    assert!(
+        m.contains("rejected") && m.contains("content") && m.contains("svc-a"),
+        "{m}"
+    );
+    let err = rt
+        .bind(plugin, Stage::Naming, "svc-a", &json!({}))
+        .err()
+        .unwrap();
+    assert!(matches!(err, PluginError::MissingStage { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn a_failing_redaction_stage_never_lets_the_result_out() {
+    let hostile = fixture_wasm("hostile");
+    let rt = PluginRuntime::new(limits(), None).unwrap();
+    let plugin = rt.load(&PluginRef::File(hostile.clone())).unwrap();
+    let bound = rt
+        .bind(plugin, Stage::Redaction, "svc", &json!({"mode": "fail"}))
+        .unwrap();
+    assert!(matches!(
+        run_redaction(&bound, sample(), vec![]).await,
+        Err(PluginError::Failed { .. })
+    ));
+
+    // Through the host: the call fails with adapter_error and nothing is retained,
+    // while another service keeps working.
+    let secret = "leaky-secret-value-123456";
+    let config = format!(
+        "{}\n{}",
+        python_fixture_entry(
+            "guarded",
+            &format!(
+                "env = {{ SERVICE_TOKEN = {} }}\nadapters = {{ redaction = [\"builtin:standard\", {}] }}\nadapter_config = {{ redaction = [{{}}, {{ mode = \"panic\" }}] }}",
+                toml_str(secret),
+                toml_str(hostile.display().to_string())
+            )
+        ),
+        python_fixture_entry("plain", "")
+    );
+    let ws = Workspace::new(&config);
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    assert!(
+        airlock
+            .status()
+            .iter()
+            .all(|s| matches!(s.status, ServiceStatus::Connected { .. }))
+    );
+    let err = airlock
+        .call("mcp__guarded__leak_secret", json!({}), None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::AdapterError);
+    assert!(
+        err.message.contains("panicked") && err.message.contains("redaction"),
+        "{}",
+        err.message
+    );
+    assert!(!err.message.contains(secret));
+    let ok = airlock
+        .call("mcp__plain__echo", json!({"text": "fine"}), None)
+        .await
+        .unwrap();
+    assert_eq!(ok.preview, "fine");
+    airlock.close().await;
+    for file in support::files_under(&ws.data()) {
+        assert!(
+            !String::from_utf8_lossy(&std::fs::read(&file).unwrap()).contains(secret),
+            "{}",
+            file.display()
+        );
+    }
+}
+
+#[test]
+fn compiled_plugins_are_cached_on_disk_for_warm_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let data =
+        cap_std::fs::Dir::open_ambient_dir(dir.path(), cap_std::ambient_authority()).unwrap();
+    let cold = Instant::now();
+    let rt = PluginRuntime::new(SandboxLimits::default(), Some(&data)).unwrap();
+    rt.load(&PluginRef::Builtin("standard".into())).unwrap();
+    let cold = cold.elapsed();
+    let cached: Vec<_> = support::files_under(&dir.path().join("plugin-cache"));
+    assert_eq!(cached.len(), 1, "{cached:?}");
+    drop(rt);
+    let warm = Instant::now();
+    let rt = PluginRuntime::new(SandboxLimits::default(), Some(&data)).unwrap();
+    rt.load(&PluginRef::Builtin("standard".into())).unwrap();
+    let warm = warm.elapsed();
+    // Not a benchmark: just evidence the artifact was reused rather than recompiled.
+    assert!(
+        warm < cold,
+        "warm start {warm:?} should beat cold compile {cold:?}"
+    );
+}

@@ -1,0 +1,216 @@
+//! Helpers shared by the integration tests: where the real peers live (npm reference
+//! servers, the Python SDK venv, the fixture plugins), config files in temp folders, and
+//! running the real `airlock` binary.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("host/ has a parent")
+        .to_path_buf()
+}
+
+/// The `airlock` binary built for these tests.
+pub fn airlock_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_airlock"))
+}
+
+fn must_exist(path: PathBuf, what: &str) -> PathBuf {
+    assert!(
+        path.exists(),
+        "{what} is missing at {}; run scripts/test.sh, which installs the test peers",
+        path.display()
+    );
+    path
+}
+
+/// The Python interpreter of the test venv (with the `mcp` SDK installed).
+pub fn python() -> PathBuf {
+    must_exist(
+        root().join("tests/.venv/bin/python"),
+        "the Python test venv",
+    )
+}
+
+/// A Python test server script under tests/peers/python.
+pub fn python_server(script: &str) -> PathBuf {
+    must_exist(
+        root().join("tests/peers/python").join(script),
+        "a Python test server",
+    )
+}
+
+/// `node` and the entry point of `@modelcontextprotocol/server-everything`.
+pub fn everything_server() -> (String, PathBuf) {
+    let entry = must_exist(
+        root()
+            .join("tests/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
+        "@modelcontextprotocol/server-everything",
+    );
+    ("node".to_string(), entry)
+}
+
+/// Builds the fixture plugins once per test binary and returns the path of `name`
+/// (`hostile`, `foreign-import`, `future-contract`).
+pub fn fixture_wasm(name: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let status = Command::new("bash")
+            .arg(root().join("scripts/build-plugins.sh"))
+            .arg("--fixtures")
+            .status()
+            .expect("run scripts/build-plugins.sh");
+        assert!(status.success(), "building the fixture plugins failed");
+    });
+    let file = format!("airlock_fixture_{}.wasm", name.replace('-', "_"));
+    must_exist(
+        root().join("target/wasm/wasm32-wasip2/plugin").join(file),
+        "a fixture plugin",
+    )
+}
+
+/// A TOML string literal.
+pub fn toml_str(s: impl AsRef<str>) -> String {
+    toml_escape(s.as_ref())
+}
+
+fn toml_escape(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            _ => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A stdio server entry for the Python fixture server.
+pub fn python_fixture_entry(name: &str, extra: &str) -> String {
+    format!(
+        "[mcp_servers.{name}]\ntype = \"stdio\"\ncommand = {}\nargs = [{}]\n{extra}\n",
+        toml_str(python().display().to_string()),
+        toml_str(python_server("fixture_server.py").display().to_string())
+    )
+}
+
+/// A stdio server entry for the demo server built into the airlock binary.
+pub fn demo_entry(name: &str, extra: &str) -> String {
+    format!(
+        "[mcp_servers.{name}]\ntype = \"stdio\"\ncommand = {}\nargs = [\"demo-server\"]\n{extra}\n",
+        toml_str(airlock_bin().display().to_string())
+    )
+}
+
+/// A temp folder holding a config file and a data directory.
+pub struct Workspace {
+    /// The temp folder (removed on drop).
+    pub dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    /// A workspace whose `airlock.toml` holds `config`.
+    pub fn new(config: &str) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("airlock.toml"), config).expect("write config");
+        Workspace { dir }
+    }
+
+    /// The config file.
+    pub fn config(&self) -> PathBuf {
+        self.dir.path().join("airlock.toml")
+    }
+
+    /// The data directory.
+    pub fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// Runs `airlock --config <config> --data-dir <data> ARGS`, with no user config,
+    /// in the workspace folder, plus `envs`.
+    pub fn run(&self, args: &[&str], envs: &[(&str, &str)]) -> Output {
+        let mut cmd = Command::new(airlock_bin());
+        cmd.arg("--config")
+            .arg(self.config())
+            .arg("--data-dir")
+            .arg(self.data())
+            .args(args);
+        cmd.current_dir(self.dir.path()).env(
+            "AIRLOCK_CONFIG",
+            self.dir.path().join("no-user-config.toml"),
+        );
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("run airlock")
+    }
+
+    /// Runs with `--json` and parses stdout as one JSON object.
+    pub fn json(&self, args: &[&str], envs: &[(&str, &str)]) -> (Value, Output) {
+        let mut full = vec!["--json"];
+        full.extend_from_slice(args);
+        let out = self.run(&full, envs);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not one JSON object ({e}):\n{stdout}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (value, out)
+    }
+
+    /// Options for the library API using this workspace's data directory.
+    pub fn options(&self) -> airlock_host::AirlockOptions {
+        airlock_host::AirlockOptions::new(self.data())
+    }
+
+    /// The parsed config of this workspace (no user/project files).
+    pub fn load(&self) -> airlock_host::config::Config {
+        let sources = airlock_host::config::ConfigSources {
+            user: None,
+            project: None,
+            explicit: vec![self.config()],
+        };
+        airlock_host::config::Config::load(&sources, &airlock_host::config::process_env)
+            .expect("valid config")
+    }
+}
+
+/// Whether process `pid` is gone (no /proc entry, or a zombie awaiting its reaper).
+pub fn process_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .map(|rest| rest.trim_start().starts_with('Z'))
+            .unwrap_or(true),
+    }
+}
+
+/// Every file under `dir`, recursively.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(files_under(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}

@@ -46,8 +46,8 @@ def leak_secret() -> str:
     return "connected with token=" + os.environ.get("SERVICE_TOKEN", "") + " (keep it safe)"
 
 
-@mcp.tool()
-def structured_secret() -> dict:
+@mcp.tool(structured_output=True)
+def structured_secret() -> dict[str, object]:
     """Returns the token inside structured content."""
     return {"token": os.environ.get("SERVICE_TOKEN", ""), "ok": True}
 

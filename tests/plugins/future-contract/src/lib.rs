@@ -9,7 +9,7 @@ wit_bindgen::generate!({
             describe: func() -> string;
         }
 
-        world future {
+        world next-version {
             export plugin;
         }
     "#,

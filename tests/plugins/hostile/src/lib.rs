@@ -26,6 +26,7 @@ impl Plugin for Hostile {
 }
 
 #[inline(never)]
+#[allow(unconditional_recursion)]
 fn recurse(depth: u64, pad: &mut [u8; 256]) -> u64 {
     pad[(depth % 256) as usize] = depth as u8;
     let mut local = [0u8; 256];

@@ -30,7 +30,7 @@ pub fn fallback_dirs(home: Option<&Path>) -> Vec<PathBuf> {
             if let Ok(entries) = std::fs::read_dir(&versions) {
                 let mut found: Vec<PathBuf> =
                     entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-                found.sort_by(|a, b| version_key(b).cmp(&version_key(a)));
+                found.sort_by_key(|v| std::cmp::Reverse(version_key(v)));
                 for v in found {
                     dirs.push(v.join("bin"));
                     dirs.push(v.join("installation/bin"));

@@ -22,7 +22,7 @@ async fn catalog_and_calls() {
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
     let status = &airlock.status()[0];
     assert!(
-        matches!(status.status, airlock_host::ServiceStatus::Connected { tools } if tools >= 10),
+        matches!(status.status, airlock_host::ServiceStatus::Connected { tools, .. } if tools >= 10),
         "{status:?}"
     );
     let server = status.server.as_ref().unwrap();
@@ -30,7 +30,8 @@ async fn catalog_and_calls() {
         airlock_host::session::SUPPORTED_PROTOCOL_VERSIONS
             .contains(&server.protocol_version.as_str())
     );
-    let names: Vec<&str> = airlock.tools().iter().map(|t| t.name.as_str()).collect();
+    let tools = airlock.tools();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     for expected in [
         "mcp__everything__echo",
         "mcp__everything__get-sum",

@@ -316,7 +316,7 @@ async fn failing_servers_are_reported_and_do_not_block_the_others() {
         .map(|s| (s.service, s.status))
         .collect();
     assert!(
-        matches!(status["good"], ServiceStatus::Connected { tools } if tools > 5),
+        matches!(status["good"], ServiceStatus::Connected { tools, .. } if tools > 5),
         "{status:?}"
     );
     assert_eq!(status["off"], ServiceStatus::Disabled);

@@ -14,6 +14,7 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod error;
+pub mod events;
 pub mod launch;
 pub mod plugin;
 pub mod registry;
@@ -23,6 +24,8 @@ pub mod session;
 pub mod transport;
 
 pub use airlock::{
-    Airlock, AirlockOptions, CallOutput, Redaction, ServiceReport, ServiceStatus, StartError,
+    Airlock, AirlockOptions, CallOptions, CallOutput, DEFAULT_AGENT, DEFAULT_MAX_SESSIONS,
+    Redaction, ServiceReport, ServiceStatus, StartError,
 };
 pub use error::{CallError, ErrorCode};
+pub use events::Event;

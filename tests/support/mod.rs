@@ -214,3 +214,78 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// A server process killed (with its group) on drop.
+pub struct Background {
+    child: std::process::Child,
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `program args` with `envs` in its own process group and waits until
+/// 127.0.0.1:`port` accepts connections.
+pub fn start_http_server(
+    program: &str,
+    args: &[&str],
+    envs: &[(&str, &str)],
+    port: u16,
+) -> Background {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .process_group(0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let child = cmd.spawn().expect("start the HTTP test server");
+    let server = Background { child };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{program} did not listen on port {port}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    server
+}
+
+/// `@modelcontextprotocol/server-everything` over HTTP (`transport` is `sse` or
+/// `streamableHttp`) on a free port. Returns the server and its port.
+pub fn everything_http(transport: &str) -> (Background, u16) {
+    let (node, entry) = everything_server();
+    let port = free_port();
+    let server = start_http_server(
+        &node,
+        &[&entry.display().to_string(), transport],
+        &[("PORT", &port.to_string())],
+        port,
+    );
+    (server, port)
+}
+
+/// The entry point of `@modelcontextprotocol/server-filesystem`.
+pub fn filesystem_server() -> PathBuf {
+    must_exist(
+        root()
+            .join("tests/peers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"),
+        "@modelcontextprotocol/server-filesystem",
+    )
+}

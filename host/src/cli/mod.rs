@@ -34,6 +34,9 @@ pub struct Cli {
     /// A folder to offer servers as a root. Repeatable (default: the current folder).
     #[arg(long = "root", global = true, value_name = "DIR")]
     pub roots: Vec<PathBuf>,
+    /// The agent acting (each agent has its own session per service).
+    #[arg(long, global = true, default_value = crate::DEFAULT_AGENT)]
+    pub agent: String,
     /// The command.
     #[command(subcommand)]
     pub command: Command,
@@ -63,6 +66,37 @@ pub enum Command {
         /// Use the compact preview (4 KiB) instead of 48 KiB.
         #[arg(long)]
         compact: bool,
+        /// With --json, print events (progress, session changes) as JSON lines before
+        /// the result.
+        #[arg(long)]
+        events: bool,
+    },
+    /// List resources (of one service, or all).
+    Resources {
+        /// Only this service.
+        service: Option<String>,
+    },
+    /// Read a resource.
+    ReadResource {
+        /// The service.
+        service: String,
+        /// The resource URI.
+        uri: String,
+    },
+    /// List prompts (of one service, or all).
+    Prompts {
+        /// Only this service.
+        service: Option<String>,
+    },
+    /// Get a prompt.
+    GetPrompt {
+        /// The service.
+        service: String,
+        /// The prompt name.
+        name: String,
+        /// The prompt arguments, a JSON object of strings.
+        #[arg(long, default_value = "{}")]
+        args: String,
     },
     /// Read a page of a retained output.
     Output {
@@ -191,6 +225,7 @@ async fn dispatch(cli: &Cli) -> Result<ExitCode, String> {
                 Some(q) => airlock.search_tools(q),
                 None => airlock.tools(),
             };
+            let tools: Vec<&crate::catalog::CatalogTool> = tools.iter().collect();
             render::tools(cli.json, &tools, &airlock.status());
             airlock.close().await;
             Ok(ExitCode::SUCCESS)
@@ -206,6 +241,7 @@ async fn dispatch(cli: &Cli) -> Result<ExitCode, String> {
             args,
             timeout,
             compact,
+            events,
         } => {
             let arguments: Value = match serde_json::from_str(args) {
                 Ok(v) => v,
@@ -228,9 +264,67 @@ async fn dispatch(cli: &Cli) -> Result<ExitCode, String> {
                 None => None,
             };
             let airlock = start(cli, load_config(cli)?, *compact).await?;
-            let outcome = airlock.call(tool, arguments, timeout).await;
+            let printer = (*events && cli.json).then(|| {
+                let mut rx = airlock.events();
+                tokio::spawn(async move {
+                    while let Ok(event) = rx.recv().await {
+                        println!(
+                            "{}",
+                            serde_json::to_string(&event).expect("events serialize")
+                        );
+                    }
+                })
+            });
+            let options = crate::CallOptions {
+                agent: cli.agent.clone(),
+                timeout,
+                ..Default::default()
+            };
+            let outcome = airlock.call_with(tool, arguments, options).await;
+            if let Some(printer) = printer {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                printer.abort();
+            }
             airlock.close().await;
             Ok(render::call(cli.json, outcome))
+        }
+        Command::Resources { service } => {
+            let airlock = start(cli, load_config(cli)?, false).await?;
+            let outcome = airlock
+                .list_resources(&cli.agent, service.as_deref())
+                .await
+                .map(|r| json!({"resources": r}));
+            airlock.close().await;
+            Ok(render::value(cli.json, outcome))
+        }
+        Command::ReadResource { service, uri } => {
+            let airlock = start(cli, load_config(cli)?, false).await?;
+            let outcome = airlock.read_resource(&cli.agent, service, uri).await;
+            airlock.close().await;
+            Ok(render::value(cli.json, outcome))
+        }
+        Command::Prompts { service } => {
+            let airlock = start(cli, load_config(cli)?, false).await?;
+            let outcome = airlock
+                .list_prompts(&cli.agent, service.as_deref())
+                .await
+                .map(|p| json!({"prompts": p}));
+            airlock.close().await;
+            Ok(render::value(cli.json, outcome))
+        }
+        Command::GetPrompt {
+            service,
+            name,
+            args,
+        } => {
+            let arguments: Value =
+                serde_json::from_str(args).map_err(|e| format!("--args is not valid JSON: {e}"))?;
+            let airlock = start(cli, load_config(cli)?, false).await?;
+            let outcome = airlock
+                .get_prompt(&cli.agent, service, name, arguments)
+                .await;
+            airlock.close().await;
+            Ok(render::value(cli.json, outcome))
         }
         Command::Output {
             service,

@@ -29,6 +29,9 @@ pub fn call_json(outcome: &Result<CallOutput, CallError>) -> Value {
             if let Some(sc) = &out.structured_content {
                 v["structured_content"] = sc.clone();
             }
+            if let Some(warning) = &out.warning {
+                v["warning"] = json!(warning);
+            }
             if let Some(reason) = &out.retained.not_retained_reason {
                 v["retained"] = json!(false);
                 v["retention_message"] = json!(reason);
@@ -51,6 +54,9 @@ pub fn call(as_json: bool, outcome: Result<CallOutput, CallError>) -> ExitCode {
     } else {
         match &outcome {
             Ok(out) => {
+                if let Some(warning) = &out.warning {
+                    eprintln!("warning: {warning}");
+                }
                 if out.is_error {
                     eprintln!("tool_error: the server reported a failure:");
                 }
@@ -169,8 +175,12 @@ pub fn status(as_json: bool, status: &[ServiceReport]) {
     for s in status {
         let state = match &s.status {
             ServiceStatus::Disabled => "disabled".to_string(),
-            ServiceStatus::Connected { tools } => format!("connected  {tools} tools"),
-            ServiceStatus::Failed { reason } => format!("failed     {reason}"),
+            ServiceStatus::Disconnected { tools } => format!("disconnected  {tools} tools"),
+            ServiceStatus::Connecting { tools } => format!("connecting    {tools} tools"),
+            ServiceStatus::Connected { tools, sessions } => {
+                format!("connected     {tools} tools, {sessions} session(s)")
+            }
+            ServiceStatus::Failed { reason } => format!("failed        {reason}"),
         };
         let server = s
             .server
@@ -178,5 +188,23 @@ pub fn status(as_json: bool, status: &[ServiceReport]) {
             .map(|i| format!("  ({} {}, MCP {})", i.name, i.version, i.protocol_version))
             .unwrap_or_default();
         println!("{:<20} {state}{server}", s.service);
+    }
+}
+
+/// Prints a JSON result (resources, prompts) or its error; exit 0 exactly on success.
+pub fn value(as_json: bool, outcome: Result<Value, CallError>) -> ExitCode {
+    match outcome {
+        Ok(v) => {
+            if as_json {
+                println!("{v}");
+            } else {
+                println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            call_error(as_json, e.code, &e.message);
+            ExitCode::FAILURE
+        }
     }
 }

@@ -17,6 +17,8 @@ pub use expand::expand_vars;
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default per-call tool timeout.
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default grace period after a cancelled call.
+pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(10);
 
 /// A configuration error, naming the file and (when it concerns one) the server.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -163,6 +165,8 @@ pub struct ServerConfig {
     pub startup_timeout: Duration,
     /// Per-call timeout.
     pub tool_timeout: Duration,
+    /// How long calls wait after a cancelled call, unless the server answers it first.
+    pub cancel_grace: Duration,
     /// A human label (names the namespace in the `namespace` naming style).
     pub label: Option<String>,
     /// A description for agents.

@@ -7,8 +7,8 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::{
-    AdapterConfig, Adapters, ConfigError, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, PluginRef,
-    SandboxLimits, ServerConfig, TransportConfig, expand_vars,
+    AdapterConfig, Adapters, ConfigError, DEFAULT_CANCEL_GRACE, DEFAULT_STARTUP_TIMEOUT,
+    DEFAULT_TOOL_TIMEOUT, PluginRef, SandboxLimits, ServerConfig, TransportConfig, expand_vars,
 };
 
 /// The top level of one file.
@@ -32,6 +32,8 @@ const SERVER_KEYS: &[&str] = &[
     "startup_timeout_sec",
     "tool_timeout_secs",
     "tool_timeout_sec",
+    "cancel_grace_secs",
+    "cancel_grace_sec",
     "label",
     "description",
     "secret_env",
@@ -302,6 +304,10 @@ pub(super) fn parse_server(
         tool_timeout: secs(
             ["tool_timeout_secs", "tool_timeout_sec"],
             DEFAULT_TOOL_TIMEOUT,
+        )?,
+        cancel_grace: secs(
+            ["cancel_grace_secs", "cancel_grace_sec"],
+            DEFAULT_CANCEL_GRACE,
         )?,
         label: f.string("label").map_err(err)?,
         description: f.string("description").map_err(err)?,

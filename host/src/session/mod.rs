@@ -1,18 +1,31 @@
-//! One MCP session with one server: the handshake (asking for 2025-11-25 and accepting
-//! the older versions Airlock supports), paging through `tools/list`, `tools/call` with
-//! a timeout that sends the server a cancellation, and a close that ends the process.
+//! One MCP session with one server: the handshake (asking for 2025-11-25, accepting the
+//! older versions Airlock supports), over stdio or HTTP (streamable HTTP first, legacy
+//! SSE as the fallback); `tools/list`, `tools/call` with timeout, cancellation and
+//! progress; resources and prompts; roots updates; and a close that ends the process.
+//!
+//! Cancellation: a cancelled or timed-out call sends `notifications/cancelled` and is
+//! abandoned (never repeated). Later calls wait through a grace period unless the server
+//! answers the cancelled request first; if it never does, the next result carries a
+//! warning that the cancelled work may still be running.
 
 mod client;
+mod drain;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::RoleClient;
-use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ServerResult};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, ClientNotification, ClientRequest, CustomNotification,
+    GetPromptRequest, GetPromptRequestParams, ReadResourceRequest, ReadResourceRequestParams,
+    ServerResult,
+};
 use rmcp::service::{PeerRequestOptions, RunningService, ServiceError, serve_client};
 use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
-pub use client::{AirlockClient, ClientEvents};
+pub use client::{AirlockClient, ProgressUpdate, ServerNotice, root_uri};
+pub use drain::DEFAULT_CANCEL_GRACE;
 
 use crate::error::{CallError, ErrorCode};
 use crate::launch::{DEFAULT_KILL_GRACE, LaunchSpec, ServerProcess};
@@ -48,13 +61,22 @@ pub enum SessionError {
     /// A request after the handshake failed.
     #[error("{0}")]
     Request(String),
-    /// The transport is not implemented yet for this server type.
-    #[error("{0}")]
-    Unsupported(String),
+}
+
+/// How the session reaches its server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransportKind {
+    /// A child process over stdin/stdout.
+    Stdio,
+    /// Streamable HTTP.
+    StreamableHttp,
+    /// Legacy HTTP+SSE (2024-11-05).
+    Sse,
 }
 
 /// What the server said about itself in the handshake.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ServerIdentity {
     /// The negotiated protocol version.
     pub protocol_version: String,
@@ -66,13 +88,38 @@ pub struct ServerIdentity {
     pub version: String,
     /// The server's instructions, if any.
     pub instructions: Option<String>,
+    /// The transport in use.
+    pub transport: TransportKind,
+}
+
+/// Per-call controls.
+#[derive(Debug, Clone, Default)]
+pub struct CallControl {
+    /// The call's timeout (a cancellation is sent when it passes).
+    pub timeout: Option<Duration>,
+    /// Cancels the call when triggered.
+    pub cancel: Option<CancellationToken>,
+    /// Receives the server's progress notifications for this call.
+    pub progress: Option<mpsc::UnboundedSender<ProgressUpdate>>,
+}
+
+/// A `tools/call` outcome: the result JSON, plus a warning when an earlier cancelled
+/// call on this session never answered.
+#[derive(Debug, Clone)]
+pub struct CallReply {
+    /// The `CallToolResult` as JSON.
+    pub result: Value,
+    /// Set when cancelled work may still be running on the server.
+    pub warning: Option<String>,
 }
 
 /// An open session.
 pub struct Session {
     service: RunningService<RoleClient, AirlockClient>,
+    client: AirlockClient,
     process: Option<ServerProcess>,
     identity: ServerIdentity,
+    drain: drain::DrainGate,
 }
 
 fn stderr_suffix(process: &ServerProcess) -> String {
@@ -100,7 +147,7 @@ impl Session {
     ) -> Result<Session, SessionError> {
         let (mut process, stdout, stdin) = ServerProcess::spawn(spec)?;
         let transport = crate::transport::stdio(stdout, stdin);
-        let outcome = tokio::time::timeout(timeout, serve_client(client, transport)).await;
+        let outcome = tokio::time::timeout(timeout, serve_client(client.clone(), transport)).await;
         let service = match outcome {
             Ok(Ok(service)) => service,
             Ok(Err(e)) => {
@@ -120,60 +167,115 @@ impl Session {
                 return Err(SessionError::HandshakeTimeout(timeout, suffix));
             }
         };
-        let mut session = Session {
-            identity: ServerIdentity::default(),
-            service,
-            process: Some(process),
-        };
-        match session.read_identity() {
-            Ok(identity) => session.identity = identity,
-            Err(e) => {
-                session.close().await;
-                return Err(e);
-            }
-        }
-        Ok(session)
+        Session::finish(service, client, Some(process), TransportKind::Stdio).await
     }
 
-    fn read_identity(&self) -> Result<ServerIdentity, SessionError> {
-        let info = self.service.peer().peer_info().ok_or_else(|| {
-            SessionError::Handshake("the server sent no initialize result".into(), String::new())
-        })?;
-        let value = serde_json::to_value(&*info).unwrap_or_default();
-        let version = value
-            .get("protocolVersion")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        if !SUPPORTED_PROTOCOL_VERSIONS.contains(&version.as_str()) {
-            return Err(SessionError::UnsupportedVersion {
-                found: version,
-                asked: SUPPORTED_PROTOCOL_VERSIONS[0].into(),
-                supported: SUPPORTED_PROTOCOL_VERSIONS.join(", "),
-            });
-        }
-        let server_info = value.get("serverInfo").cloned().unwrap_or_default();
-        let s = |k: &str| {
-            server_info
-                .get(k)
-                .and_then(Value::as_str)
-                .map(str::to_string)
+    /// Connects to an HTTP server: streamable HTTP first; when that attempt fails in a
+    /// way that means "not a streamable HTTP endpoint", the legacy SSE transport. When
+    /// both fail, the message carries both errors.
+    pub async fn connect_http(
+        url: &str,
+        headers: &std::collections::BTreeMap<String, String>,
+        timeout: Duration,
+        client: AirlockClient,
+    ) -> Result<Session, SessionError> {
+        let started = tokio::time::Instant::now();
+        let streamable = async {
+            let transport = crate::transport::streamable_http(url, headers)?;
+            serve_client(client.clone(), transport)
+                .await
+                .map_err(|e| e.to_string())
         };
-        Ok(ServerIdentity {
-            protocol_version: version,
-            name: s("name").unwrap_or_default(),
-            title: s("title"),
-            version: s("version").unwrap_or_default(),
-            instructions: value
-                .get("instructions")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-        })
+        let first = match tokio::time::timeout(timeout, streamable).await {
+            Ok(Ok(service)) => {
+                return Session::finish(service, client, None, TransportKind::StreamableHttp).await;
+            }
+            Ok(Err(e)) => e,
+            Err(_) => {
+                return Err(SessionError::HandshakeTimeout(
+                    timeout,
+                    format!(" (streamable HTTP at {url})"),
+                ));
+            }
+        };
+        if !crate::transport::suggests_legacy_sse(&first) {
+            return Err(SessionError::Handshake(
+                format!("streamable HTTP at {url}: {first}"),
+                String::new(),
+            ));
+        }
+        tracing::info!(
+            url,
+            "streamable HTTP failed ({first}); trying the legacy SSE transport"
+        );
+        let remaining = timeout
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_secs(1));
+        let legacy = async {
+            let transport = crate::transport::sse::LegacySseTransport::connect(url, headers)
+                .await
+                .map_err(|e| e.to_string())?;
+            serve_client(client.clone(), transport)
+                .await
+                .map_err(|e| e.to_string())
+        };
+        match tokio::time::timeout(remaining, legacy).await {
+            Ok(Ok(service)) => Session::finish(service, client, None, TransportKind::Sse).await,
+            Ok(Err(second)) => Err(SessionError::Handshake(
+                format!(
+                    "streamable HTTP at {url}: {first}; the legacy SSE fallback failed too: {second}"
+                ),
+                String::new(),
+            )),
+            Err(_) => Err(SessionError::HandshakeTimeout(
+                timeout,
+                format!(" (streamable HTTP: {first}; SSE fallback timed out)"),
+            )),
+        }
+    }
+
+    async fn finish(
+        service: RunningService<RoleClient, AirlockClient>,
+        client: AirlockClient,
+        process: Option<ServerProcess>,
+        transport: TransportKind,
+    ) -> Result<Session, SessionError> {
+        match read_identity(&service, transport) {
+            Ok(identity) => Ok(Session {
+                service,
+                client,
+                process,
+                identity,
+                drain: drain::DrainGate::default(),
+            }),
+            Err(e) => {
+                Session {
+                    service,
+                    client,
+                    process,
+                    identity: placeholder_identity(transport),
+                    drain: Default::default(),
+                }
+                .close()
+                .await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Sets how long calls wait after a cancelled call (default 10 s).
+    pub fn set_cancel_grace(&mut self, grace: Duration) {
+        self.drain.set_grace(grace);
     }
 
     /// What the server said about itself.
     pub fn identity(&self) -> &ServerIdentity {
         &self.identity
+    }
+
+    /// The process id of a stdio server.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.as_ref().map(ServerProcess::pid)
     }
 
     /// Every tool the server lists (all pages), as MCP JSON.
@@ -190,40 +292,185 @@ impl Session {
             .collect())
     }
 
+    /// Every resource the server lists (all pages), as MCP JSON.
+    pub async fn list_resources(&self) -> Result<Vec<Value>, CallError> {
+        let items = self
+            .service
+            .peer()
+            .list_all_resources()
+            .await
+            .map_err(|e| service_error(e, "resources/list"))?;
+        Ok(items
+            .into_iter()
+            .map(|r| serde_json::to_value(r).unwrap_or_default())
+            .collect())
+    }
+
+    /// `resources/read` for `uri`; the result as MCP JSON.
+    pub async fn read_resource(&self, uri: &str, timeout: Duration) -> Result<Value, CallError> {
+        let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(
+            ReadResourceRequestParams::new(uri.to_string()),
+        ));
+        self.request(request, timeout, "resources/read").await
+    }
+
+    /// Every prompt the server lists (all pages), as MCP JSON.
+    pub async fn list_prompts(&self) -> Result<Vec<Value>, CallError> {
+        let items = self
+            .service
+            .peer()
+            .list_all_prompts()
+            .await
+            .map_err(|e| service_error(e, "prompts/list"))?;
+        Ok(items
+            .into_iter()
+            .map(|p| serde_json::to_value(p).unwrap_or_default())
+            .collect())
+    }
+
+    /// `prompts/get`; the result as MCP JSON.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        timeout: Duration,
+    ) -> Result<Value, CallError> {
+        let mut params = GetPromptRequestParams::new(name.to_string());
+        if !arguments.is_empty() {
+            params = params.with_arguments(arguments);
+        }
+        self.request(
+            ClientRequest::GetPromptRequest(GetPromptRequest::new(params)),
+            timeout,
+            "prompts/get",
+        )
+        .await
+    }
+
+    async fn request(
+        &self,
+        request: ClientRequest,
+        timeout: Duration,
+        what: &str,
+    ) -> Result<Value, CallError> {
+        let handle = self
+            .service
+            .peer()
+            .send_request_with_option(request, PeerRequestOptions::with_timeout(timeout))
+            .await
+            .map_err(|e| service_error(e, what))?;
+        let result = handle
+            .await_response()
+            .await
+            .map_err(|e| service_error(e, what))?;
+        Ok(serde_json::to_value(result).unwrap_or_default())
+    }
+
     /// Calls a tool. The result is the server's `CallToolResult` as JSON (whatever its
-    /// blocks, none dropped). On timeout the server is sent `notifications/cancelled`.
+    /// blocks, none dropped). Timeout and cancellation send `notifications/cancelled`.
     pub async fn call_tool(
         &self,
         raw_name: &str,
         arguments: Map<String, Value>,
-        timeout: Duration,
-    ) -> Result<Value, CallError> {
+        control: CallControl,
+    ) -> Result<CallReply, CallError> {
+        let warning = self.drain.wait_turn(control.cancel.as_ref()).await?;
         let params = CallToolRequestParams::new(raw_name.to_string()).with_arguments(arguments);
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let options = PeerRequestOptions::with_timeout(timeout);
         let handle = self
             .service
             .peer()
-            .send_request_with_option(request, options)
+            .send_request_with_option(request, PeerRequestOptions::no_options())
             .await
             .map_err(|e| service_error(e, raw_name))?;
-        match handle.await_response().await {
-            Ok(ServerResult::CallToolResult(result)) => {
-                Ok(serde_json::to_value(result).unwrap_or_default())
-            }
-            Ok(ServerResult::CustomResult(custom)) => Ok(custom.0),
-            Ok(other) => Err(CallError::new(
-                ErrorCode::ToolError,
-                format!(
-                    "the server answered tools/call with an unexpected result: {}",
-                    serde_json::to_string(&other).unwrap_or_default()
-                ),
-            )),
-            Err(e) => Err(service_error(e, raw_name)),
+        let token = handle.progress_token.clone();
+        if let Some(tx) = control.progress.clone() {
+            self.client.route_progress(token.clone(), tx);
         }
+        let id = handle.id.clone();
+        let mut rx = handle.rx;
+        let timeout = control.timeout.unwrap_or(Duration::MAX);
+        let cancel = control.cancel.clone().unwrap_or_default();
+        let outcome = tokio::select! {
+            response = &mut rx => Some(response),
+            _ = tokio::time::sleep(timeout) => None,
+            _ = cancel.cancelled() => None,
+        };
+        self.client.unroute_progress(&token);
+        let response = match outcome {
+            Some(response) => response,
+            None => {
+                let reason = if cancel.is_cancelled() {
+                    "cancelled by the caller"
+                } else {
+                    "timed out"
+                };
+                // Sent as a raw notification: rmcp would otherwise drop the pending
+                // response on its own cancellation, and the grace period needs to see
+                // whether the server still answers.
+                let params = serde_json::json!({"requestId": id, "reason": reason});
+                let notification = ClientNotification::CustomNotification(CustomNotification::new(
+                    "notifications/cancelled",
+                    Some(params),
+                ));
+                let _ = self.service.peer().send_notification(notification).await;
+                self.drain.start(rx);
+                return Err(if cancel.is_cancelled() {
+                    CallError::new(
+                        ErrorCode::Cancelled,
+                        format!(
+                            "the call to \"{raw_name}\" was cancelled; the server was sent a cancellation"
+                        ),
+                    )
+                } else {
+                    CallError::new(
+                        ErrorCode::Timeout,
+                        format!(
+                            "tool \"{raw_name}\" did not answer within {:.1} s; the server was sent a cancellation",
+                            timeout.as_secs_f64()
+                        ),
+                    )
+                });
+            }
+        };
+        let result = match response
+            .map_err(|_| ServiceError::TransportClosed)
+            .and_then(|r| r)
+        {
+            Ok(ServerResult::CallToolResult(result)) => {
+                serde_json::to_value(result).unwrap_or_default()
+            }
+            Ok(ServerResult::CustomResult(custom)) => custom.0,
+            Ok(other) => {
+                return Err(CallError::new(
+                    ErrorCode::ToolError,
+                    format!(
+                        "the server answered tools/call with an unexpected result: {}",
+                        serde_json::to_string(&other).unwrap_or_default()
+                    ),
+                ));
+            }
+            Err(e) => return Err(service_error(e, raw_name)),
+        };
+        Ok(CallReply { result, warning })
     }
 
-    /// Whether the connection is still up.
+    /// Replaces the roots and tells the server (`notifications/roots/list_changed`).
+    pub async fn set_roots(&self, roots: Vec<String>) -> Result<(), SessionError> {
+        self.client.set_roots(roots);
+        self.service
+            .peer()
+            .notify_roots_list_changed()
+            .await
+            .map_err(|e| SessionError::Request(format!("cannot send roots/list_changed: {e}")))
+    }
+
+    /// The roots this session answers with.
+    pub fn roots(&self) -> Vec<String> {
+        self.client.roots()
+    }
+
+    /// Whether the connection has closed (the server exited, the stream dropped).
     pub fn is_closed(&self) -> bool {
         self.service.is_transport_closed()
     }
@@ -240,19 +487,70 @@ impl Session {
     }
 }
 
-/// Maps an rmcp error on a call to Airlock's error codes.
-fn service_error(error: ServiceError, tool: &str) -> CallError {
+fn placeholder_identity(transport: TransportKind) -> ServerIdentity {
+    ServerIdentity {
+        protocol_version: String::new(),
+        name: String::new(),
+        title: None,
+        version: String::new(),
+        instructions: None,
+        transport,
+    }
+}
+
+fn read_identity(
+    service: &RunningService<RoleClient, AirlockClient>,
+    transport: TransportKind,
+) -> Result<ServerIdentity, SessionError> {
+    let info = service.peer().peer_info().ok_or_else(|| {
+        SessionError::Handshake("the server sent no initialize result".into(), String::new())
+    })?;
+    let value = serde_json::to_value(&*info).unwrap_or_default();
+    let version = value
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if !SUPPORTED_PROTOCOL_VERSIONS.contains(&version.as_str()) {
+        return Err(SessionError::UnsupportedVersion {
+            found: version,
+            asked: SUPPORTED_PROTOCOL_VERSIONS[0].into(),
+            supported: SUPPORTED_PROTOCOL_VERSIONS.join(", "),
+        });
+    }
+    let server_info = value.get("serverInfo").cloned().unwrap_or_default();
+    let s = |k: &str| {
+        server_info
+            .get(k)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    Ok(ServerIdentity {
+        protocol_version: version,
+        name: s("name").unwrap_or_default(),
+        title: s("title"),
+        version: s("version").unwrap_or_default(),
+        instructions: value
+            .get("instructions")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        transport,
+    })
+}
+
+/// Maps an rmcp error on a request to Airlock's error codes.
+fn service_error(error: ServiceError, what: &str) -> CallError {
     match error {
         ServiceError::Timeout { timeout } => CallError::new(
             ErrorCode::Timeout,
             format!(
-                "tool \"{tool}\" did not answer within {:.1} s; the server was sent a cancellation",
+                "\"{what}\" did not answer within {:.1} s; the server was sent a cancellation",
                 timeout.as_secs_f64()
             ),
         ),
         ServiceError::Cancelled { reason } => CallError::new(
             ErrorCode::Cancelled,
-            format!("the call was cancelled: {}", reason.unwrap_or_default()),
+            format!("the request was cancelled: {}", reason.unwrap_or_default()),
         ),
         ServiceError::McpError(e) if e.code == rmcp::model::ErrorCode::INVALID_PARAMS => {
             CallError::new(
@@ -266,11 +564,8 @@ fn service_error(error: ServiceError, tool: &str) -> CallError {
         ),
         ServiceError::TransportClosed | ServiceError::TransportSend(_) => CallError::new(
             ErrorCode::ServiceUnavailable,
-            "the connection to the server closed during the call".to_string(),
+            format!("the connection to the server closed during \"{what}\""),
         ),
         other => CallError::new(ErrorCode::ToolError, other.to_string()),
     }
 }
-
-/// Shared so the library can hand sessions to concurrent callers.
-pub type SharedSession = Arc<Session>;

@@ -11,7 +11,9 @@ import os
 import subprocess
 import sys
 
-from mcp.server.fastmcp import FastMCP
+import asyncio
+
+from mcp.server.fastmcp import Context, FastMCP
 from mcp.types import (
     AudioContent,
     BlobResourceContents,
@@ -88,6 +90,40 @@ def spawn_grandchild() -> str:
     """Starts a long-running child process and returns its pid."""
     child = subprocess.Popen(["sleep", "300"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return str(child.pid)
+
+
+@mcp.tool()
+async def sleepy(seconds: float) -> str:
+    """Sleeps, then answers."""
+    await asyncio.sleep(seconds)
+    return f"slept {seconds}"
+
+
+@mcp.tool()
+def die() -> str:
+    """Exits the server process in the middle of the call."""
+    os._exit(1)
+
+
+@mcp.tool()
+async def work_with_progress(steps: int, ctx: Context) -> str:
+    """Reports progress `steps` times."""
+    for i in range(steps):
+        await ctx.report_progress(i + 1, steps, f"step {i + 1} of {steps}")
+        await asyncio.sleep(0.05)
+    return "done"
+
+
+@mcp.tool()
+async def grow(name: str, ctx: Context) -> str:
+    """Adds a tool called `name` and announces the changed tool list."""
+
+    def added() -> str:
+        return f"I am {name}"
+
+    mcp.add_tool(added, name=name, description="Added at runtime")
+    await ctx.session.send_tool_list_changed()
+    return f"added {name}"
 
 
 def read_file_dot() -> str:

@@ -1,0 +1,495 @@
+//! [`Airlock`]: the library entry point an agent platform embeds. It builds each
+//! service's plugin pipeline from config, opens the default agent's session to every
+//! enabled server concurrently (a failing server is reported and skipped), assembles the
+//! catalog, and runs calls through the data path:
+//! catalog -> session (per agent x service, opened on first use) -> server ->
+//! content plugin -> redaction chain -> results store.
+
+mod calls;
+mod sessions;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::{Arc, Mutex, RwLock};
+
+use cap_std::fs::Dir;
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+pub use calls::{CallOptions, CallOutput, Redaction};
+
+use crate::catalog::{Catalog, CatalogTool};
+use crate::config::{Config, ServerConfig};
+use crate::events::Event;
+use crate::plugin::{PluginError, PluginRuntime, ServicePipeline};
+use crate::registry::Registry;
+use crate::results::{Page, ReadError, ResultLimits, ResultStore};
+use crate::session::ServerIdentity;
+
+/// The agent used when the caller names none.
+pub const DEFAULT_AGENT: &str = "default";
+/// Default live-session limit.
+pub const DEFAULT_MAX_SESSIONS: usize = 64;
+
+/// How to run an [`Airlock`].
+#[derive(Debug, Clone)]
+pub struct AirlockOptions {
+    /// Where Airlock keeps its state (created if missing).
+    pub data_dir: PathBuf,
+    /// Folders offered as roots to agents that set none (absolute paths). The first is
+    /// also the working directory of servers configured without `cwd`.
+    pub roots: Vec<String>,
+    /// Retention and preview limits.
+    pub result_limits: ResultLimits,
+    /// Most live sessions at once; a new connection past it is refused.
+    pub max_sessions: usize,
+}
+
+impl AirlockOptions {
+    /// Options with default limits and no roots.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        AirlockOptions {
+            data_dir: data_dir.into(),
+            roots: Vec::new(),
+            result_limits: ResultLimits::default(),
+            max_sessions: DEFAULT_MAX_SESSIONS,
+        }
+    }
+}
+
+/// Why Airlock could not start at all (a single service failing is not one of these).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The data directory could not be created or opened.
+    #[error("data directory \"{path}\": {message}")]
+    DataDir {
+        /// The directory.
+        path: PathBuf,
+        /// The OS error.
+        message: String,
+    },
+    /// The registry database failed.
+    #[error(transparent)]
+    Registry(#[from] crate::registry::RegistryError),
+    /// The plugin runtime failed.
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+}
+
+/// The state of one configured service.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ServiceStatus {
+    /// `enabled = false` in the config.
+    Disabled,
+    /// No live session; the next call connects.
+    Disconnected {
+        /// Tools in the catalog.
+        tools: usize,
+    },
+    /// A connection is being opened.
+    Connecting {
+        /// Tools in the catalog.
+        tools: usize,
+    },
+    /// At least one live session.
+    Connected {
+        /// Tools in the catalog.
+        tools: usize,
+        /// Live sessions (one per agent using the service).
+        sessions: usize,
+    },
+    /// Could not be started, connected or cataloged.
+    Failed {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl ServiceStatus {
+    /// The state's name (`connected`, `failed`…).
+    pub fn name(&self) -> &'static str {
+        match self {
+            ServiceStatus::Disabled => "disabled",
+            ServiceStatus::Disconnected { .. } => "disconnected",
+            ServiceStatus::Connecting { .. } => "connecting",
+            ServiceStatus::Connected { .. } => "connected",
+            ServiceStatus::Failed { .. } => "failed",
+        }
+    }
+}
+
+/// A status line for one service.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServiceReport {
+    /// The service name.
+    pub service: String,
+    /// Its state.
+    #[serde(flatten)]
+    pub status: ServiceStatus,
+    /// What the server said about itself in the latest handshake.
+    pub server: Option<ServerIdentity>,
+    /// The file defining it.
+    pub source: PathBuf,
+}
+
+/// What Airlock knows about one service's health.
+#[derive(Default)]
+struct Health {
+    failed: Option<String>,
+    connecting: usize,
+    identity: Option<ServerIdentity>,
+}
+
+struct Service {
+    config: ServerConfig,
+    pipeline: Option<Arc<ServicePipeline>>,
+    secrets: Vec<(String, String)>,
+    health: Mutex<Health>,
+}
+
+pub(crate) struct Inner {
+    services: BTreeMap<String, Service>,
+    catalog: RwLock<Catalog>,
+    results: ResultStore,
+    runtime: Arc<PluginRuntime>,
+    registry: Registry,
+    preview: usize,
+    events: broadcast::Sender<Event>,
+    sessions: Mutex<HashMap<(String, String), Arc<sessions::Slot>>>,
+    live: AtomicUsize,
+    max_sessions: usize,
+    session_seq: AtomicU64,
+    roots: RwLock<HashMap<String, Vec<String>>>,
+    default_roots: Vec<String>,
+}
+
+/// A running Airlock host. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct Airlock {
+    inner: Arc<Inner>,
+}
+
+impl Airlock {
+    /// Starts Airlock: opens the data directory, builds every enabled service's plugin
+    /// pipeline, connects the default agent to every server concurrently and names their
+    /// tools. A service that fails is marked failed (see [`Airlock::status`]); the others
+    /// work.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// use airlock_host::{Airlock, AirlockOptions, config::{Config, ConfigSources, process_env}};
+    /// let config = Config::load(&ConfigSources::discover(&std::env::current_dir()?, vec![]), &process_env)?;
+    /// let airlock = Airlock::start(config, AirlockOptions::new("/tmp/airlock-data")).await?;
+    /// for tool in airlock.tools() {
+    ///     println!("{} ({})", tool.name, tool.service);
+    /// }
+    /// let out = airlock.call("mcp__demo__echo", serde_json::json!({"text": "hi"}), None).await?;
+    /// println!("{}", out.preview);
+    /// airlock.close().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn start(config: Config, options: AirlockOptions) -> Result<Airlock, StartError> {
+        let data_err = |e: std::io::Error| StartError::DataDir {
+            path: options.data_dir.clone(),
+            message: e.to_string(),
+        };
+        std::fs::create_dir_all(&options.data_dir).map_err(data_err)?;
+        let data = Dir::open_ambient_dir(&options.data_dir, cap_std::ambient_authority())
+            .map_err(data_err)?;
+        let registry = Registry::open(&options.data_dir)?;
+        let runtime = PluginRuntime::new(config.sandbox, Some(&data))?;
+        let results = ResultStore::open(&data, options.result_limits).map_err(data_err)?;
+
+        let builds = config.servers.values().filter(|s| s.enabled).map(|server| {
+            let (runtime, name, adapters, cfg) = (
+                runtime.clone(),
+                server.name.clone(),
+                server.adapters.clone(),
+                server.adapter_config.clone(),
+            );
+            async move {
+                let built = tokio::task::spawn_blocking(move || {
+                    ServicePipeline::build(&runtime, &name, &adapters, &cfg)
+                })
+                .await
+                .map_err(|e| format!("plugin setup failed: {e}"))
+                .and_then(|r| r.map_err(|e| e.to_string()));
+                (server.name.clone(), built)
+            }
+        });
+        let mut pipelines: HashMap<String, Result<ServicePipeline, String>> =
+            futures::future::join_all(builds)
+                .await
+                .into_iter()
+                .collect();
+
+        let services = config
+            .servers
+            .iter()
+            .map(|(name, server)| {
+                let secrets = crate::secrets::known_secrets(server);
+                let mut health = Health::default();
+                let pipeline = match pipelines.remove(name) {
+                    Some(Ok(p)) => Some(Arc::new(p)),
+                    Some(Err(reason)) => {
+                        health.failed = Some(crate::launch::scrub(&reason, &secrets));
+                        None
+                    }
+                    None => None,
+                };
+                (
+                    name.clone(),
+                    Service {
+                        config: server.clone(),
+                        pipeline,
+                        secrets,
+                        health: Mutex::new(health),
+                    },
+                )
+            })
+            .collect();
+        let airlock = Airlock {
+            inner: Arc::new(Inner {
+                services,
+                catalog: RwLock::new(Catalog::default()),
+                results,
+                runtime,
+                registry,
+                preview: options.result_limits.preview,
+                events: broadcast::channel(1024).0,
+                sessions: Mutex::new(HashMap::new()),
+                live: AtomicUsize::new(0),
+                max_sessions: options.max_sessions.max(1),
+                session_seq: AtomicU64::new(0),
+                roots: RwLock::new(HashMap::new()),
+                default_roots: options.roots,
+            }),
+        };
+        airlock.inner.catalog_all().await;
+        Ok(airlock)
+    }
+
+    /// Every tool in the catalog, by qualified name.
+    pub fn tools(&self) -> Vec<CatalogTool> {
+        self.inner
+            .catalog
+            .read()
+            .expect("catalog lock poisoned")
+            .tools()
+            .cloned()
+            .collect()
+    }
+
+    /// Tools matching `query` (see [`Catalog::search`]).
+    pub fn search_tools(&self, query: &str) -> Vec<CatalogTool> {
+        self.inner
+            .catalog
+            .read()
+            .expect("catalog lock poisoned")
+            .search(query)
+            .into_iter()
+            .cloned()
+            .collect()
+    }
+
+    /// The state of every configured service.
+    pub fn status(&self) -> Vec<ServiceReport> {
+        self.inner
+            .services
+            .keys()
+            .map(|name| self.inner.report(name))
+            .collect()
+    }
+
+    /// Events from now on: sessions, calls, progress, catalog changes.
+    pub fn events(&self) -> broadcast::Receiver<Event> {
+        self.inner.events.subscribe()
+    }
+
+    /// The plugin runtime (to load plugins for offline replay, for example).
+    pub fn runtime(&self) -> &Arc<PluginRuntime> {
+        &self.inner.runtime
+    }
+
+    /// Reads a page of a retained output of `service`.
+    pub fn read_output(
+        &self,
+        service: &str,
+        output_id: &str,
+        offset: usize,
+    ) -> Result<Page, ReadError> {
+        self.inner
+            .results
+            .read(service, output_id, offset, self.inner.preview)
+    }
+
+    /// Closes every session and waits until they are closed; no server process
+    /// outlives this.
+    pub async fn close(self) {
+        self.inner.close_all().await;
+    }
+}
+
+impl Inner {
+    fn service(&self, name: &str) -> Option<&Service> {
+        self.services.get(name)
+    }
+
+    fn tool_count(&self, service: &str) -> usize {
+        self.catalog
+            .read()
+            .expect("catalog lock poisoned")
+            .tools()
+            .filter(|t| t.service == service)
+            .count()
+    }
+
+    fn report(&self, name: &str) -> ServiceReport {
+        let service = &self.services[name];
+        let health = service.health.lock().expect("health lock poisoned");
+        let live = self.live_sessions(name);
+        let tools = self.tool_count(name);
+        let status = if !service.config.enabled {
+            ServiceStatus::Disabled
+        } else if live > 0 {
+            ServiceStatus::Connected {
+                tools,
+                sessions: live,
+            }
+        } else if health.connecting > 0 {
+            ServiceStatus::Connecting { tools }
+        } else if let Some(reason) = &health.failed {
+            ServiceStatus::Failed {
+                reason: reason.clone(),
+            }
+        } else {
+            ServiceStatus::Disconnected { tools }
+        };
+        ServiceReport {
+            service: name.to_string(),
+            status,
+            server: health.identity.clone(),
+            source: service.config.source.clone(),
+        }
+    }
+
+    fn emit(&self, event: Event) {
+        let _ = self.events.send(event);
+    }
+
+    fn emit_service_changed(&self, name: &str) {
+        let report = self.report(name);
+        let reason = match &report.status {
+            ServiceStatus::Failed { reason } => Some(reason.clone()),
+            _ => None,
+        };
+        self.emit(Event::ServiceChanged {
+            service: name.to_string(),
+            state: report.status.name().to_string(),
+            reason,
+        });
+    }
+
+    /// Opens the default agent's session to every enabled service and catalogs it.
+    async fn catalog_all(self: &Arc<Self>) {
+        let names: Vec<String> = self
+            .services
+            .iter()
+            .filter(|(_, s)| s.config.enabled && s.pipeline.is_some())
+            .map(|(n, _)| n.clone())
+            .collect();
+        let opened = futures::future::join_all(names.iter().map(|name| {
+            let inner = self.clone();
+            async move {
+                (
+                    name.clone(),
+                    inner.session(crate::airlock::DEFAULT_AGENT, name).await,
+                )
+            }
+        }))
+        .await;
+        // Names are settled one service at a time, in name order, so namespace
+        // allocation is deterministic and never races.
+        for (name, session) in opened {
+            let outcome = match session {
+                Ok(live) => self.refresh_tools(&name, &live.session).await,
+                Err(e) => Err(e.message),
+            };
+            if let Err(reason) = outcome {
+                let service = &self.services[&name];
+                let reason = crate::launch::scrub(&reason, &service.secrets);
+                tracing::warn!(service = %name, "service failed: {reason}");
+                service.health.lock().expect("health lock poisoned").failed = Some(reason);
+                self.disconnect_now(crate::airlock::DEFAULT_AGENT, &name)
+                    .await;
+                self.emit_service_changed(&name);
+            }
+        }
+    }
+
+    /// Lists the service's tools through `session`, names them under the service's
+    /// frozen namespace and replaces its catalog entries. Returns the tool count.
+    async fn refresh_tools(
+        &self,
+        name: &str,
+        session: &crate::session::Session,
+    ) -> Result<usize, String> {
+        use crate::catalog::{MAX_CATALOG_BYTES, MAX_TOOLS_PER_SERVICE};
+        use crate::plugin::{ServiceInfo, convert};
+        let service = &self.services[name];
+        let pipeline = service
+            .pipeline
+            .as_ref()
+            .ok_or("the service has no plugin pipeline")?;
+        let listed = session.list_tools().await.map_err(|e| e.to_string())?;
+        let bytes: usize = listed.iter().map(|t| t.to_string().len()).sum();
+        if listed.len() > MAX_TOOLS_PER_SERVICE || bytes > MAX_CATALOG_BYTES {
+            return Err(format!(
+                "the server lists {} tools ({bytes} bytes); the limit is {MAX_TOOLS_PER_SERVICE} tools and {MAX_CATALOG_BYTES} bytes",
+                listed.len()
+            ));
+        }
+        let tools: Vec<_> = listed
+            .iter()
+            .filter_map(|t| {
+                let tool = convert::tool_from_mcp(t);
+                if tool.is_none() {
+                    tracing::warn!(service = %name, "skipping a listed tool without a name: {t}");
+                }
+                tool
+            })
+            .collect();
+        let info = ServiceInfo {
+            id: name.to_string(),
+            label: service.config.label.clone(),
+            description: service.config.description.clone(),
+        };
+        let namespace = match self.registry.namespace(name).map_err(|e| e.to_string())? {
+            Some(ns) => ns,
+            None => {
+                let taken = self
+                    .registry
+                    .namespaces_except(name)
+                    .map_err(|e| e.to_string())?;
+                let chosen = pipeline
+                    .namespace(info.clone(), taken)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                self.registry
+                    .freeze_namespace(name, &chosen)
+                    .map_err(|e| e.to_string())?
+            }
+        };
+        let named = pipeline
+            .qualify(info, namespace, tools)
+            .await
+            .map_err(|e| e.to_string())?;
+        let count = named.len();
+        let mut catalog = self.catalog.write().expect("catalog lock poisoned");
+        catalog.remove_service(name);
+        catalog.add_service(name, named)?;
+        Ok(count)
+    }
+}

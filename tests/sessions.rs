@@ -1,0 +1,591 @@
+//! Transports and session lifecycle against real peers: server-everything over SSE and
+//! streamable HTTP, server-filesystem following roots changed at runtime, and Python
+//! servers that are slow, ignore cancellations, die mid-call, or write garbage.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use airlock_host::session::TransportKind;
+use airlock_host::{Airlock, AirlockOptions, CallOptions, ErrorCode, Event, ServiceStatus};
+use serde_json::{Value, json};
+use support::{Workspace, python, python_fixture_entry, python_server, toml_str};
+use tokio_util::sync::CancellationToken;
+
+fn http_entry(name: &str, url: &str) -> String {
+    format!(
+        "[mcp_servers.{name}]\ntype = \"http\"\nurl = {}\nstartup_timeout_secs = 20\n",
+        toml_str(url)
+    )
+}
+
+fn raw_entry(name: &str, mode: &str, extra: &str) -> String {
+    format!(
+        "[mcp_servers.{name}]\ncommand = {}\nargs = [{}, {}]\n{extra}\n",
+        toml_str(python().display().to_string()),
+        toml_str(python_server("raw_server.py").display().to_string()),
+        toml_str(mode)
+    )
+}
+
+#[tokio::test]
+async fn everything_over_streamable_http_and_legacy_sse() {
+    let (_streamable, p1) = support::everything_http("streamableHttp");
+    let (_sse, p2) = support::everything_http("sse");
+    let ws = Workspace::new(&format!(
+        "{}\n{}",
+        http_entry("modern", &format!("http://127.0.0.1:{p1}/mcp")),
+        http_entry("legacy", &format!("http://127.0.0.1:{p2}/sse"))
+    ));
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    let status = airlock.status();
+    for report in &status {
+        assert!(
+            matches!(report.status, ServiceStatus::Connected { .. }),
+            "{report:?}"
+        );
+    }
+    let transport = |name: &str| {
+        status
+            .iter()
+            .find(|s| s.service == name)
+            .unwrap()
+            .server
+            .as_ref()
+            .unwrap()
+            .transport
+    };
+    assert_eq!(transport("modern"), TransportKind::StreamableHttp);
+    assert_eq!(
+        transport("legacy"),
+        TransportKind::Sse,
+        "a /sse endpoint falls back to the legacy transport"
+    );
+    for service in ["modern", "legacy"] {
+        let out = airlock
+            .call(
+                &format!("mcp__{service}__echo"),
+                json!({"message": format!("via {service}")}),
+                None,
+            )
+            .await
+            .unwrap();
+        assert!(
+            out.preview.contains(&format!("via {service}")),
+            "{}",
+            out.preview
+        );
+    }
+    // Resources and prompts, per service and aggregated.
+    let resources = airlock
+        .list_resources("default", Some("modern"))
+        .await
+        .unwrap();
+    assert!(!resources.is_empty());
+    let uri = resources[0]["uri"].as_str().unwrap().to_string();
+    let read = airlock
+        .read_resource("default", "modern", &uri)
+        .await
+        .unwrap();
+    assert!(
+        read["contents"].as_array().is_some_and(|c| !c.is_empty()),
+        "{read}"
+    );
+    let all = airlock.list_resources("default", None).await.unwrap();
+    assert!(
+        all.iter().any(|r| r["service"] == "legacy")
+            && all.iter().any(|r| r["service"] == "modern")
+    );
+    let prompts = airlock
+        .list_prompts("default", Some("modern"))
+        .await
+        .unwrap();
+    let simple = prompts
+        .iter()
+        .find(|p| p["arguments"].as_array().is_none_or(|a| a.is_empty()))
+        .expect("a prompt without arguments");
+    let got = airlock
+        .get_prompt(
+            "default",
+            "modern",
+            simple["name"].as_str().unwrap(),
+            json!({}),
+        )
+        .await
+        .unwrap();
+    assert!(
+        got["messages"].as_array().is_some_and(|m| !m.is_empty()),
+        "{got}"
+    );
+    airlock.close().await;
+}
+
+#[tokio::test]
+async fn http_failures_report_the_real_error() {
+    // Nothing listens: no fallback, the real error.
+    let closed = support::free_port();
+    // A plain web server: not MCP at all, so both transports fail and both errors show.
+    let web = support::free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let _web = support::start_http_server(
+        "python3",
+        &[
+            "-m",
+            "http.server",
+            &web.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+            &dir.path().display().to_string(),
+        ],
+        &[],
+        web,
+    );
+    let ws = Workspace::new(&format!(
+        "{}\n{}",
+        http_entry("refused", &format!("http://127.0.0.1:{closed}/mcp")),
+        http_entry("web", &format!("http://127.0.0.1:{web}/mcp"))
+    ));
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    let reason = |name: &str| match &airlock
+        .status()
+        .into_iter()
+        .find(|s| s.service == name)
+        .unwrap()
+        .status
+    {
+        ServiceStatus::Failed { reason } => reason.clone(),
+        other => panic!("{name}: expected failure, got {other:?}"),
+    };
+    let refused = reason("refused");
+    assert!(
+        refused.contains("streamable HTTP") && !refused.contains("SSE fallback"),
+        "{refused}"
+    );
+    let web_reason = reason("web");
+    assert!(
+        web_reason.contains("streamable HTTP")
+            && web_reason.contains("SSE fallback failed too")
+            && web_reason.contains("404"),
+        "{web_reason}"
+    );
+    airlock.close().await;
+}
+
+#[tokio::test]
+async fn each_agent_gets_its_own_session_and_reconnects_are_new_sessions() {
+    let ws = Workspace::new(&python_fixture_entry("fx", ""));
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    let mut events = airlock.events();
+    let a = CallOptions {
+        agent: "agent-a".into(),
+        ..Default::default()
+    };
+    let b = CallOptions {
+        agent: "agent-b".into(),
+        ..Default::default()
+    };
+    airlock
+        .call_with("mcp__fx__echo", json!({"text": "a"}), a.clone())
+        .await
+        .unwrap();
+    airlock
+        .call_with("mcp__fx__echo", json!({"text": "b"}), b.clone())
+        .await
+        .unwrap();
+    let pid_a = airlock.session_pid("agent-a", "fx").await.unwrap();
+    let pid_b = airlock.session_pid("agent-b", "fx").await.unwrap();
+    assert_ne!(pid_a, pid_b, "agents share no connection");
+    assert!(
+        matches!(
+            airlock.status()[0].status,
+            ServiceStatus::Connected { sessions: 3, .. }
+        ),
+        "{:?}",
+        airlock.status()
+    );
+
+    // Disconnect keeps everything; the next call reconnects as a new session.
+    airlock.disconnect("agent-a", "fx").await;
+    assert!(airlock.session_pid("agent-a", "fx").await.is_none());
+    airlock
+        .call_with("mcp__fx__echo", json!({"text": "again"}), a.clone())
+        .await
+        .unwrap();
+    let pid_a2 = airlock.session_pid("agent-a", "fx").await.unwrap();
+    assert_ne!(pid_a, pid_a2);
+    // Reset reconnects at once.
+    airlock.reset("agent-b", "fx").await.unwrap();
+    let pid_b2 = airlock.session_pid("agent-b", "fx").await.unwrap();
+    assert_ne!(pid_b, pid_b2);
+
+    let mut reconnects = 0;
+    let mut called = 0;
+    while let Ok(event) = events.try_recv() {
+        match event {
+            Event::SessionChanged {
+                state,
+                reconnect: true,
+                ..
+            } if state == "connected" => reconnects += 1,
+            Event::ToolCalled { status, .. } if status == "ok" => called += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(
+        reconnects, 2,
+        "both reconnections are reported as new sessions"
+    );
+    assert_eq!(called, 3);
+    airlock.close().await;
+    for pid in [pid_a, pid_b, pid_a2, pid_b2] {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !support::process_gone(pid) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(support::process_gone(pid), "server {pid} survived");
+    }
+}
+
+#[tokio::test]
+async fn the_session_limit_refuses_instead_of_evicting() {
+    let ws = Workspace::new(&python_fixture_entry("fx", ""));
+    let options = AirlockOptions {
+        max_sessions: 1,
+        ..ws.options()
+    };
+    let airlock = Airlock::start(ws.load(), options).await.unwrap();
+    let other = CallOptions {
+        agent: "other".into(),
+        ..Default::default()
+    };
+    let err = airlock
+        .call_with("mcp__fx__echo", json!({"text": "x"}), other.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::ServiceSessionLimit);
+    assert!(err.message.contains("limit (1)"), "{}", err.message);
+    // The default agent's session was not closed to make room.
+    airlock
+        .call("mcp__fx__echo", json!({"text": "still mine"}), None)
+        .await
+        .unwrap();
+    airlock.disconnect("default", "fx").await;
+    airlock
+        .call_with("mcp__fx__echo", json!({"text": "now"}), other)
+        .await
+        .unwrap();
+    airlock.close().await;
+}
+
+#[tokio::test]
+async fn cancellation_waits_for_the_grace_period_then_warns() {
+    let ws = Workspace::new(&raw_entry("raw", "normal", "cancel_grace_secs = 1"));
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        trigger.cancel();
+    });
+    let err = airlock
+        .call_with(
+            "mcp__raw__stuck",
+            json!({}),
+            CallOptions {
+                cancel: Some(cancel),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Cancelled);
+    // The server never answers the cancelled call: the next call waits the grace period
+    // and carries a warning.
+    let started = Instant::now();
+    let out = airlock
+        .call("mcp__raw__exotic", json!({}), None)
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(700),
+        "waited {:?}",
+        started.elapsed()
+    );
+    assert!(
+        out.warning
+            .as_deref()
+            .is_some_and(|w| w.contains("may still be running")),
+        "{:?}",
+        out.warning
+    );
+    // The warning is given once.
+    assert!(
+        airlock
+            .call("mcp__raw__exotic", json!({}), None)
+            .await
+            .unwrap()
+            .warning
+            .is_none()
+    );
+    airlock.close().await;
+}
+
+#[tokio::test]
+async fn a_server_that_answers_the_cancellation_ends_the_grace_early() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let ws = Workspace::new(&raw_entry(
+        "raw",
+        "normal",
+        &format!(
+            "cancel_grace_secs = 30\nenv = {{ RAW_LOG = {} }}",
+            toml_str(log.path().display().to_string())
+        ),
+    ));
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    let err = airlock
+        .call(
+            "mcp__raw__slow",
+            json!({}),
+            Some(Duration::from_millis(300)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Timeout);
+    let started = Instant::now();
+    let out = airlock
+        .call("mcp__raw__exotic", json!({}), None)
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the grace ended when the server answered: {:?}",
+        started.elapsed()
+    );
+    assert!(out.warning.is_none());
+    airlock.close().await;
+    // The timed-out call sent the server a cancellation naming the request.
+    let received: Vec<Value> = std::fs::read_to_string(log.path())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let call_id = received
+        .iter()
+        .find(|m| m["method"] == "tools/call" && m["params"]["name"] == "slow")
+        .unwrap()["id"]
+        .clone();
+    assert!(
+        received.iter().any(
+            |m| m["method"] == "notifications/cancelled" && m["params"]["requestId"] == call_id
+        ),
+        "{received:?}"
+    );
+    // Never repeated: exactly one tools/call for `slow`.
+    assert_eq!(
+        received
+            .iter()
+            .filter(|m| m["params"]["name"] == "slow")
+            .count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_server_dying_mid_call_is_reported_and_the_next_call_reconnects() {
+    let ws = Workspace::new(&python_fixture_entry("fx", ""));
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    let err = airlock
+        .call("mcp__fx__die", json!({}), Some(Duration::from_secs(10)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::ServiceUnavailable, "{err}");
+    let out = airlock
+        .call("mcp__fx__echo", json!({"text": "back"}), None)
+        .await
+        .unwrap();
+    assert_eq!(out.preview, "back");
+    airlock.close().await;
+}
+
+#[tokio::test]
+async fn garbage_on_stdout_does_not_break_the_session() {
+    let ws = Workspace::new(&raw_entry("raw", "garbage", ""));
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    assert!(
+        matches!(airlock.status()[0].status, ServiceStatus::Connected { .. }),
+        "{:?}",
+        airlock.status()
+    );
+    let out = airlock
+        .call("mcp__raw__exotic", json!({}), None)
+        .await
+        .unwrap();
+    assert_eq!(out.content.len(), 3);
+    airlock.close().await;
+}
+
+#[tokio::test]
+async fn progress_reaches_the_caller_and_the_event_stream() {
+    let ws = Workspace::new(&python_fixture_entry("fx", ""));
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    let mut events = airlock.events();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let out = airlock
+        .call_with(
+            "mcp__fx__work_with_progress",
+            json!({"steps": 3}),
+            CallOptions {
+                progress: Some(tx),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.preview, "done");
+    assert_eq!(out.progress_seen, 3);
+    let mut updates = Vec::new();
+    while let Ok(u) = rx.try_recv() {
+        updates.push(u);
+    }
+    assert_eq!(updates.len(), 3);
+    assert_eq!(updates[2].progress, 3.0);
+    assert_eq!(updates[2].message.as_deref(), Some("step 3 of 3"));
+    let mut progress_events = 0;
+    while let Ok(event) = events.try_recv() {
+        if let Event::Progress { tool, .. } = event {
+            assert_eq!(tool, "mcp__fx__work_with_progress");
+            progress_events += 1;
+        }
+    }
+    assert_eq!(progress_events, 3);
+    airlock.close().await;
+}
+
+#[tokio::test]
+async fn a_tool_list_change_refreshes_the_catalog() {
+    let ws = Workspace::new(&python_fixture_entry("fx", ""));
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    let mut events = airlock.events();
+    assert!(airlock.tools().iter().all(|t| t.raw_name != "sprout"));
+    airlock
+        .call("mcp__fx__grow", json!({"name": "sprout"}), None)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match tokio::time::timeout(Duration::from_millis(200), events.recv()).await {
+            Ok(Ok(Event::ToolsChanged { service, .. })) if service == "fx" => break,
+            _ if Instant::now() > deadline => panic!("no tools_changed event"),
+            _ => {}
+        }
+    }
+    let out = airlock
+        .call("mcp__fx__sprout", json!({}), None)
+        .await
+        .unwrap();
+    assert_eq!(out.preview, "I am sprout");
+    airlock.close().await;
+}
+
+#[tokio::test]
+async fn filesystem_server_follows_roots_changed_at_runtime() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    std::fs::write(a.path().join("in-a.txt"), "A").unwrap();
+    std::fs::write(b.path().join("in-b.txt"), "B").unwrap();
+    let (a_path, b_path) = (
+        a.path().canonicalize().unwrap(),
+        b.path().canonicalize().unwrap(),
+    );
+    let fixed_cwd = tempfile::tempdir().unwrap();
+    let ws = Workspace::new(&format!(
+        "[mcp_servers.fs]\ncommand = \"node\"\nargs = [{}]\ncwd = {}\n",
+        toml_str(support::filesystem_server().display().to_string()),
+        toml_str(fixed_cwd.path().display().to_string())
+    ));
+    let options = AirlockOptions {
+        roots: vec![a_path.display().to_string()],
+        ..ws.options()
+    };
+    let airlock = Airlock::start(ws.load(), options).await.unwrap();
+    let allowed = |out: &airlock_host::CallOutput| out.preview.clone();
+    // The server asks for roots after initialization; give it a moment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = airlock
+            .call("mcp__fs__list_allowed_directories", json!({}), None)
+            .await
+            .unwrap();
+        if allowed(&out).contains(&a_path.display().to_string()) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "roots never applied: {}",
+            allowed(&out)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let pid = airlock.session_pid("default", "fs").await.unwrap();
+    airlock
+        .set_roots("default", vec![b_path.display().to_string()])
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = airlock
+            .call("mcp__fs__list_allowed_directories", json!({}), None)
+            .await
+            .unwrap();
+        if allowed(&out).contains(&b_path.display().to_string())
+            && !allowed(&out).contains(&a_path.display().to_string())
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "new roots never applied: {}",
+            allowed(&out)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        airlock.session_pid("default", "fs").await,
+        Some(pid),
+        "roots changed without reconnecting"
+    );
+    let read = airlock
+        .call(
+            "mcp__fs__read_text_file",
+            json!({"path": b_path.join("in-b.txt")}),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(read.preview, "B");
+    airlock.close().await;
+}
+
+#[tokio::test]
+async fn a_roots_change_that_moves_the_working_directory_reconnects() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let ws = Workspace::new(&python_fixture_entry("fx", ""));
+    let options = AirlockOptions {
+        roots: vec![a.path().display().to_string()],
+        ..ws.options()
+    };
+    let airlock = Airlock::start(ws.load(), options).await.unwrap();
+    let pid = airlock.session_pid("default", "fx").await.unwrap();
+    airlock
+        .set_roots("default", vec![b.path().display().to_string()])
+        .await;
+    let new_pid = airlock.session_pid("default", "fx").await.unwrap();
+    assert_ne!(
+        pid, new_pid,
+        "the server restarted in the new working directory"
+    );
+    let cwd = std::fs::read_link(format!("/proc/{new_pid}/cwd")).unwrap();
+    assert_eq!(cwd, b.path().canonicalize().unwrap());
+    airlock.close().await;
+}

@@ -4,12 +4,13 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-cargo bench -p airlock-host --bench pipeline -- "$@"
+cargo bench -p airlock-host --bench pipeline --bench catalog_results -- "$@"
 python3 - <<'PY'
 import json, pathlib
 base = pathlib.Path("target/criterion")
-for group in sorted(p for p in base.iterdir() if (p / "wasm").is_dir() and (p / "native").is_dir()):
-    mean = lambda name: json.loads((group / name / "new" / "estimates.json").read_text())["mean"]["point_estimate"]
-    wasm, native = mean("wasm"), mean("native")
-    print(f"{group.name:32} wasm {wasm/1e6:9.3f} ms   native {native/1e6:9.3f} ms   ratio {wasm/native:6.2f}x")
+mean = lambda group, name: json.loads((group / name / "new" / "estimates.json").read_text())["mean"]["point_estimate"]
+for a, b in [("wasm", "native"), ("airlock", "baseline")]:
+    for group in sorted(p for p in base.iterdir() if (p / a).is_dir() and (p / b).is_dir()):
+        x, y = mean(group, a), mean(group, b)
+        print(f"{group.name:28} {a} {x/1e6:10.3f} ms   {b} {y/1e6:10.3f} ms   ratio {x/y:7.2f}x")
 PY

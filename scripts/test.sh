@@ -20,3 +20,13 @@ tests/.venv/bin/pip install --quiet --disable-pip-version-check -r tests/peers/p
 
 echo "== tests"
 cargo test --locked -p airlock-host -p airlock-guest -p airlock-plugin-standard -p airlock-plugin-text-only "$@"
+
+echo "== no test server outlived the tests"
+sleep 1
+leftover=$(pgrep -af "tests/peers/|demo-server|airlock_fixture" | grep -v pgrep || true)
+if [ -n "$leftover" ]; then
+    echo "processes left behind by the tests:" >&2
+    echo "$leftover" >&2
+    exit 1
+fi
+echo "none left"

@@ -306,7 +306,9 @@ async fn failing_servers_are_reported_and_do_not_block_the_others() {
     let started = Instant::now();
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
     assert!(
-        started.elapsed() < Duration::from_secs(20),
+        // Bounded by the slowest healthy server, not by the hanging one (2 s timeout);
+        // generous because Python start-up is slow on a loaded machine.
+        started.elapsed() < Duration::from_secs(45),
         "a hanging server held startup for {:?}",
         started.elapsed()
     );
@@ -334,7 +336,11 @@ async fn failing_servers_are_reported_and_do_not_block_the_others() {
         "stderr is in the reason: {}",
         reason("crashes")
     );
-    assert!(reason("hangs").contains("handshake"), "{}", reason("hangs"));
+    assert!(
+        reason("hangs").contains("handshake within 2s"),
+        "{}",
+        reason("hangs")
+    );
     let old = reason("oldproto");
     assert!(
         old.contains("1999-01-01") && old.contains("2025-11-25"),

@@ -33,6 +33,15 @@ pub enum Event {
         /// Why, for `failed`.
         reason: Option<String>,
     },
+    /// A grant was given or revoked.
+    GrantsChanged {
+        /// The agent.
+        agent: String,
+        /// The service.
+        service: String,
+        /// Whether the agent now holds the grant.
+        granted: bool,
+    },
     /// A tool call finished.
     ToolCalled {
         /// The agent.

@@ -24,8 +24,9 @@ pub mod session;
 pub mod transport;
 
 pub use airlock::{
-    Airlock, AirlockOptions, CallOptions, CallOutput, DEFAULT_AGENT, DEFAULT_MAX_SESSIONS,
-    Redaction, ServiceReport, ServiceStatus, StartError,
+    AccessCheck, AccessMode, AccessOptions, AccessRequest, Airlock, AirlockOptions, CallOptions,
+    CallOutput, DEFAULT_AGENT, DEFAULT_MAX_SESSIONS, Redaction, ServiceReport, ServiceStatus,
+    StartError,
 };
 pub use error::{CallError, ErrorCode};
 pub use events::Event;

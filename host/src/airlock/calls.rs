@@ -201,6 +201,12 @@ impl Airlock {
             ));
         };
         let inner = &self.inner;
+        // A denied call never reaches the server: checked before any session opens.
+        inner.authorize(&super::AccessRequest::Call {
+            agent: &options.agent,
+            service: &entry.service,
+            tool: &entry.name,
+        })?;
         let service = inner
             .service(&entry.service)
             .expect("catalog services are configured");
@@ -271,7 +277,13 @@ impl Airlock {
         let redactions: Vec<Redaction> = processed.marks.into_iter().map(Redaction::from).collect();
         let (retained, preview) = inner
             .results
-            .retain(&entry.service, &text, !redactions.is_empty(), inner.preview)
+            .retain_for(
+                Some(&options.agent),
+                &entry.service,
+                &text,
+                !redactions.is_empty(),
+                inner.preview,
+            )
             .map_err(|e| {
                 CallError::new(
                     ErrorCode::ToolError,
@@ -314,6 +326,17 @@ impl Airlock {
 
     /// Resources of one service, or of every available service when `service` is
     /// `None` (each entry gains a `service` field; unavailable services are skipped).
+    ///
+    /// ```no_run
+    /// # async fn run(airlock: airlock_host::Airlock) -> Result<(), airlock_host::CallError> {
+    /// for r in airlock.list_resources("default", None).await? {
+    ///     let contents = airlock.read_resource("default", r["service"].as_str().unwrap(), r["uri"].as_str().unwrap()).await?;
+    ///     println!("{contents}");
+    /// }
+    /// let prompts = airlock.list_prompts("default", Some("linear")).await?;
+    /// let messages = airlock.get_prompt("default", "linear", "triage-issue", serde_json::json!({"issueId": "ENG-42"})).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn list_resources(
         &self,
         agent: &str,

@@ -5,6 +5,7 @@
 //! catalog -> session (per agent x service, opened on first use) -> server ->
 //! content plugin -> redaction chain -> results store.
 
+mod access;
 mod calls;
 mod sessions;
 
@@ -17,6 +18,7 @@ use cap_std::fs::Dir;
 use serde::Serialize;
 use tokio::sync::broadcast;
 
+pub use access::{AccessCheck, AccessMode, AccessOptions, AccessRequest};
 pub use calls::{CallOptions, CallOutput, Redaction};
 
 use crate::catalog::{Catalog, CatalogTool};
@@ -24,7 +26,7 @@ use crate::config::{Config, ServerConfig};
 use crate::events::Event;
 use crate::plugin::{PluginError, PluginRuntime, ServicePipeline};
 use crate::registry::Registry;
-use crate::results::{Page, ReadError, ResultLimits, ResultStore};
+use crate::results::{Page, ResultLimits, ResultStore};
 use crate::session::ServerIdentity;
 
 /// The agent used when the caller names none.
@@ -44,6 +46,8 @@ pub struct AirlockOptions {
     pub result_limits: ResultLimits,
     /// Most live sessions at once; a new connection past it is refused.
     pub max_sessions: usize,
+    /// Grants and the embedder's access callback.
+    pub access: AccessOptions,
 }
 
 impl AirlockOptions {
@@ -54,6 +58,7 @@ impl AirlockOptions {
             roots: Vec::new(),
             result_limits: ResultLimits::default(),
             max_sessions: DEFAULT_MAX_SESSIONS,
+            access: AccessOptions::default(),
         }
     }
 }
@@ -163,6 +168,7 @@ pub(crate) struct Inner {
     session_seq: AtomicU64,
     roots: RwLock<HashMap<String, Vec<String>>>,
     default_roots: Vec<String>,
+    access: AccessOptions,
 }
 
 /// A running Airlock host. Cheap to clone; clones share everything.
@@ -265,6 +271,7 @@ impl Airlock {
                 session_seq: AtomicU64::new(0),
                 roots: RwLock::new(HashMap::new()),
                 default_roots: options.roots,
+                access: options.access,
             }),
         };
         airlock.inner.catalog_all().await;
@@ -272,6 +279,14 @@ impl Airlock {
     }
 
     /// Every tool in the catalog, by qualified name.
+    ///
+    /// ```no_run
+    /// # fn run(airlock: &airlock_host::Airlock) {
+    /// for tool in airlock.tools() {
+    ///     println!("{} -> {} / {}", tool.name, tool.service, tool.raw_name);
+    /// }
+    /// # }
+    /// ```
     pub fn tools(&self) -> Vec<CatalogTool> {
         self.inner
             .catalog
@@ -295,6 +310,18 @@ impl Airlock {
     }
 
     /// The state of every configured service.
+    ///
+    /// ```no_run
+    /// # fn run(airlock: &airlock_host::Airlock) {
+    /// use airlock_host::ServiceStatus;
+    /// for report in airlock.status() {
+    ///     match report.status {
+    ///         ServiceStatus::Failed { reason } => eprintln!("{} failed: {reason}", report.service),
+    ///         other => println!("{}: {}", report.service, other.name()),
+    ///     }
+    /// }
+    /// # }
+    /// ```
     pub fn status(&self) -> Vec<ServiceReport> {
         self.inner
             .services
@@ -304,6 +331,17 @@ impl Airlock {
     }
 
     /// Events from now on: sessions, calls, progress, catalog changes.
+    ///
+    /// ```no_run
+    /// # async fn run(airlock: airlock_host::Airlock) {
+    /// let mut events = airlock.events();
+    /// tokio::spawn(async move {
+    ///     while let Ok(event) = events.recv().await {
+    ///         println!("{}", serde_json::to_string(&event).unwrap());
+    ///     }
+    /// });
+    /// # }
+    /// ```
     pub fn events(&self) -> broadcast::Receiver<Event> {
         self.inner.events.subscribe()
     }
@@ -313,20 +351,25 @@ impl Airlock {
         &self.inner.runtime
     }
 
-    /// Reads a page of a retained output of `service`.
+    /// Reads a page of a retained output of `service` as the default agent (see
+    /// [`Airlock::read_output_as`]).
     pub fn read_output(
         &self,
         service: &str,
         output_id: &str,
         offset: usize,
-    ) -> Result<Page, ReadError> {
-        self.inner
-            .results
-            .read(service, output_id, offset, self.inner.preview)
+    ) -> Result<Page, crate::CallError> {
+        self.read_output_as(DEFAULT_AGENT, service, output_id, offset)
     }
 
     /// Closes every session and waits until they are closed; no server process
     /// outlives this.
+    ///
+    /// ```no_run
+    /// # async fn run(airlock: airlock_host::Airlock) {
+    /// airlock.close().await; // every child process (and its process group) is gone
+    /// # }
+    /// ```
     pub async fn close(self) {
         self.inner.close_all().await;
     }

@@ -34,6 +34,13 @@ pub(crate) struct Live {
 impl Airlock {
     /// Closes `agent`'s session with `service`, keeping everything else; the next call
     /// reconnects (as a new session).
+    ///
+    /// ```no_run
+    /// # async fn run(airlock: airlock_host::Airlock) -> Result<(), airlock_host::CallError> {
+    /// airlock.disconnect("agent-7", "github").await;   // keeps the grant; next call reconnects
+    /// airlock.reset("agent-7", "github").await?;       // fresh server state, connected now
+    /// # Ok(()) }
+    /// ```
     pub async fn disconnect(&self, agent: &str, service: &str) {
         self.inner.disconnect_now(agent, service).await;
     }
@@ -48,6 +55,12 @@ impl Airlock {
     /// Sets the folders offered to `agent`'s servers as roots. Live sessions are told
     /// with `notifications/roots/list_changed`, except those whose working directory
     /// follows the first root and would move: they reconnect.
+    ///
+    /// ```no_run
+    /// # async fn run(airlock: airlock_host::Airlock) {
+    /// airlock.set_roots("agent-7", vec!["/home/me/project".into(), "/home/me/notes".into()]).await;
+    /// # }
+    /// ```
     pub async fn set_roots(&self, agent: &str, roots: Vec<String>) {
         self.inner
             .roots

@@ -1,6 +1,8 @@
 //! The catalog: every tool Airlock offers, by qualified name, with the service and raw
 //! tool name a call is routed to. Names are unique across all services.
 
+mod schema;
+
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -12,6 +14,8 @@ use crate::plugin::NamedTool;
 pub const MAX_TOOLS_PER_SERVICE: usize = 10_000;
 /// Largest `tools/list` (all pages, as JSON) accepted from one service.
 pub const MAX_CATALOG_BYTES: usize = 32 << 20;
+
+pub use schema::incompatibility;
 
 /// One tool as a model sees it.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -26,12 +30,23 @@ pub struct CatalogTool {
     pub description: Option<String>,
     /// The input schema shown to the model.
     pub input_schema: Value,
+    /// Why common model APIs would reject the input schema, if they would.
+    pub incompatible: Option<String>,
+}
+
+/// Lower-cased text a tool is searched by, computed once when it is added.
+#[derive(Debug)]
+struct SearchKeys {
+    name: String,
+    ids: String,
+    description: String,
 }
 
 /// Every offered tool.
 #[derive(Debug, Default)]
 pub struct Catalog {
     tools: BTreeMap<String, CatalogTool>,
+    search_keys: BTreeMap<String, SearchKeys>,
 }
 
 impl Catalog {
@@ -46,6 +61,18 @@ impl Catalog {
             ));
         }
         for tool in named {
+            self.search_keys.insert(
+                tool.name.clone(),
+                SearchKeys {
+                    name: tool.name.to_lowercase(),
+                    ids: format!(
+                        "{} {}",
+                        service.to_lowercase(),
+                        tool.raw_name.to_lowercase()
+                    ),
+                    description: tool.description.as_deref().unwrap_or("").to_lowercase(),
+                },
+            );
             let input_schema = serde_json::from_str(&tool.input_schema)
                 .unwrap_or_else(|_| serde_json::json!({"type": "object"}));
             self.tools.insert(
@@ -55,6 +82,7 @@ impl Catalog {
                     service: service.to_string(),
                     raw_name: tool.raw_name,
                     description: tool.description,
+                    incompatible: schema::incompatibility(&input_schema),
                     input_schema,
                 },
             );
@@ -65,6 +93,8 @@ impl Catalog {
     /// Removes every tool of `service`.
     pub fn remove_service(&mut self, service: &str) {
         self.tools.retain(|_, t| t.service != service);
+        let tools = &self.tools;
+        self.search_keys.retain(|name, _| tools.contains_key(name));
     }
 
     /// The tool with qualified name `name`.
@@ -77,27 +107,31 @@ impl Catalog {
         self.tools.values()
     }
 
-    /// Tools whose name, service, raw name or description contain every word of
-    /// `query` (case-insensitive), best matches (most words in the name) first.
+    /// Tools whose qualified name (which holds the namespace), service, raw name or
+    /// description contain every word of `query` (case-insensitive), ranked: a word in
+    /// the qualified name counts 3, in the service or raw name 2, in the description 1;
+    /// ties go by name.
     pub fn search(&self, query: &str) -> Vec<&CatalogTool> {
         let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
         let mut hits: Vec<(usize, &CatalogTool)> = self
             .tools
             .values()
             .filter_map(|t| {
-                let name = t.name.to_lowercase();
-                let hay = format!(
-                    "{name} {} {} {}",
-                    t.service.to_lowercase(),
-                    t.raw_name.to_lowercase(),
-                    t.description.as_deref().unwrap_or("").to_lowercase()
-                );
-                words.iter().all(|w| hay.contains(w.as_str())).then(|| {
-                    (
-                        words.iter().filter(|w| name.contains(w.as_str())).count(),
-                        t,
-                    )
-                })
+                let keys = &self.search_keys[&t.name];
+                let mut score = 0;
+                for w in &words {
+                    let w = w.as_str();
+                    score += if keys.name.contains(w) {
+                        3
+                    } else if keys.ids.contains(w) {
+                        2
+                    } else if keys.description.contains(w) {
+                        1
+                    } else {
+                        return None;
+                    };
+                }
+                Some((score, t))
             })
             .collect();
         hits.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.name.cmp(&b.1.name)));

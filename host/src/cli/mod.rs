@@ -339,7 +339,13 @@ async fn dispatch(cli: &Cli) -> Result<ExitCode, String> {
                     })?;
             let store = crate::results::ResultStore::open(&data, options.result_limits)
                 .map_err(|e| e.to_string())?;
-            match store.read(service, output_id, *offset, options.result_limits.preview) {
+            match store.read_for(
+                &cli.agent,
+                service,
+                output_id,
+                *offset,
+                options.result_limits.preview,
+            ) {
                 Ok(page) => {
                     if cli.json {
                         println!(
@@ -357,10 +363,16 @@ async fn dispatch(cli: &Cli) -> Result<ExitCode, String> {
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(e) => {
+                    let code = match e {
+                        crate::results::ReadError::NotOwner { .. } => {
+                            ErrorCode::ServiceAccessDenied
+                        }
+                        _ => ErrorCode::InvalidArguments,
+                    };
                     if cli.json {
                         println!(
                             "{}",
-                            json!({"ok": false, "error": "invalid_arguments", "message": e.to_string()})
+                            json!({"ok": false, "error": code, "message": e.to_string()})
                         );
                     } else {
                         eprintln!("airlock: {e}");

@@ -134,7 +134,7 @@ pub fn tools(as_json: bool, tools: &[&CatalogTool], status: &[ServiceReport]) {
     if as_json {
         let list: Vec<Value> = tools
             .iter()
-            .map(|t| json!({"name": t.name, "service": t.service, "tool": t.raw_name, "description": t.description, "input_schema": t.input_schema}))
+            .map(|t| json!({"name": t.name, "service": t.service, "tool": t.raw_name, "description": t.description, "input_schema": t.input_schema, "incompatible": t.incompatible}))
             .collect();
         println!("{}", json!({"tools": list, "failed_services": failed}));
         return;
@@ -147,7 +147,10 @@ pub fn tools(as_json: bool, tools: &[&CatalogTool], status: &[ServiceReport]) {
             .lines()
             .next()
             .unwrap_or("");
-        println!("{:<48} {}", t.name, desc);
+        match &t.incompatible {
+            Some(why) => println!("{:<48} {desc}  [incompatible: {why}]", t.name),
+            None => println!("{:<48} {desc}", t.name),
+        }
     }
     if tools.is_empty() {
         println!("(no tools)");

@@ -177,6 +177,16 @@ pub(super) fn new_store(runtime: &PluginRuntime, plugin: &str, stage: Stage) -> 
     store
 }
 
+/// The deadline grows with the input: one more `deadline` per 4 MiB, so a legitimate
+/// 32 MiB result gets time in proportion while a small input still stops a runaway loop
+/// at the base deadline.
+pub(super) fn scaled_deadline(
+    deadline: std::time::Duration,
+    work_bytes: usize,
+) -> std::time::Duration {
+    deadline + deadline.mul_f64(work_bytes as f64 / (4 << 20) as f64)
+}
+
 fn deadline_ticks(deadline: std::time::Duration) -> u64 {
     (deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64 + 1
 }
@@ -290,6 +300,7 @@ impl StageInstance {
     /// keeps it. Blocking: call from a blocking context.
     pub(super) fn call<R>(
         &self,
+        work_bytes: usize,
         f: impl FnOnce(
             &mut Store<PluginState>,
             &Instance,
@@ -302,7 +313,10 @@ impl StageInstance {
             None => self.instantiate()?,
         };
         live.store
-            .set_epoch_deadline(deadline_ticks(self.runtime.limits().deadline));
+            .set_epoch_deadline(deadline_ticks(scaled_deadline(
+                self.runtime.limits().deadline,
+                work_bytes,
+            )));
         let outcome = f(&mut live.store, &live.instance, &self.plugin);
         live.store.data_mut().flush_output();
         match outcome {

@@ -112,7 +112,7 @@ pub async fn namespace(
 ) -> Result<String, PluginError> {
     let stage = stage.clone();
     blocking(move || {
-        let ns = stage.call(|store, instance, plugin| {
+        let ns = stage.call(0, |store, instance, plugin| {
             let api = plugin
                 .naming_api
                 .as_ref()
@@ -140,7 +140,15 @@ pub async fn qualify(
     let stage = stage.clone();
     blocking(move || {
         let raw: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
-        let named = stage.call(|store, instance, plugin| {
+        let tools_bytes: usize = tools
+            .iter()
+            .map(|t| {
+                t.name.len()
+                    + t.description.as_ref().map_or(0, String::len)
+                    + t.input_schema.as_ref().map_or(0, String::len)
+            })
+            .sum();
+        let named = stage.call(tools_bytes, |store, instance, plugin| {
             let api = plugin
                 .naming_api
                 .as_ref()
@@ -188,7 +196,7 @@ pub async fn convert(
     let stage = stage.clone();
     blocking(move || {
         let is_error = result.is_error;
-        let mut converted = stage.call(|store, instance, plugin| {
+        let mut converted = stage.call(approx_size(&result), |store, instance, plugin| {
             let api = plugin
                 .content_api
                 .as_ref()
@@ -211,7 +219,7 @@ pub async fn redact(
     let stage = stage.clone();
     blocking(move || {
         let is_error = result.is_error;
-        let mut redacted = stage.call(|store, instance, plugin| {
+        let mut redacted = stage.call(approx_size(&result), |store, instance, plugin| {
             let api = plugin
                 .redaction_api
                 .as_ref()
@@ -226,6 +234,27 @@ pub async fn redact(
         })
     })
     .await
+}
+
+/// Roughly how many bytes a plugin has to work through for `result`.
+fn approx_size(result: &ToolResult) -> usize {
+    use super::ContentBlock;
+    use super::bindings::airlock::adapter::types::ResourceContents;
+    let blocks: usize = result
+        .content
+        .iter()
+        .map(|b| match b {
+            ContentBlock::Text(t) => t.text.len(),
+            ContentBlock::Image(m) | ContentBlock::Audio(m) => m.data.len(),
+            ContentBlock::ResourceLink(l) => l.uri.len() + l.name.len(),
+            ContentBlock::Embedded(r) => match &r.contents {
+                ResourceContents::Text(t) => t.text.len(),
+                ResourceContents::Blob(b) => b.blob.len(),
+            },
+            ContentBlock::Unknown(u) => u.raw.len(),
+        })
+        .sum();
+    blocks + result.structured_content.as_ref().map_or(0, String::len)
 }
 
 /// Whether `name` matches `^[a-zA-Z0-9_-]{1,64}$`.

@@ -1,6 +1,6 @@
 //! Persistent state in an embedded SQLite database (`registry.db` in the data
-//! directory), with versioned migrations. Today it holds the frozen namespaces; later
-//! tables (services, catalogs, grants) arrive as further migrations.
+//! directory), with versioned migrations: frozen namespaces and grants; later tables
+//! (services, tested catalogs) arrive as further migrations.
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -11,11 +11,19 @@ use rusqlite::{Connection, OptionalExtension, params};
 pub const DB_FILE: &str = "registry.db";
 
 /// Migrations, applied in order; `PRAGMA user_version` records how many ran.
-const MIGRATIONS: &[&str] = &["CREATE TABLE namespaces (
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE namespaces (
         service    TEXT PRIMARY KEY NOT NULL,
         namespace  TEXT NOT NULL UNIQUE,
         created_at INTEGER NOT NULL DEFAULT (unixepoch())
-    );"];
+    );",
+    "CREATE TABLE grants (
+        agent      TEXT NOT NULL,
+        service    TEXT NOT NULL,
+        created_at INTEGER NOT NULL DEFAULT (unixepoch()),
+        PRIMARY KEY (agent, service)
+    );",
+];
 
 /// A registry error.
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +96,48 @@ impl Registry {
             [service],
             |r| r.get(0),
         )?)
+    }
+}
+
+impl Registry {
+    /// Grants `service` to `agent`. Returns whether the grant is new.
+    pub fn grant(&self, agent: &str, service: &str) -> Result<bool, RegistryError> {
+        let db = self.db.lock().expect("registry lock poisoned");
+        Ok(db.execute(
+            "INSERT OR IGNORE INTO grants (agent, service) VALUES (?1, ?2)",
+            params![agent, service],
+        )? > 0)
+    }
+
+    /// Revokes `agent`'s grant of `service`. Returns whether there was one.
+    pub fn revoke(&self, agent: &str, service: &str) -> Result<bool, RegistryError> {
+        let db = self.db.lock().expect("registry lock poisoned");
+        Ok(db.execute(
+            "DELETE FROM grants WHERE agent = ?1 AND service = ?2",
+            params![agent, service],
+        )? > 0)
+    }
+
+    /// Whether `agent` holds a grant for `service`.
+    pub fn is_granted(&self, agent: &str, service: &str) -> Result<bool, RegistryError> {
+        let db = self.db.lock().expect("registry lock poisoned");
+        Ok(db
+            .query_row(
+                "SELECT 1 FROM grants WHERE agent = ?1 AND service = ?2",
+                params![agent, service],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+    }
+
+    /// The services granted to `agent`, in name order.
+    pub fn grants(&self, agent: &str) -> Result<Vec<String>, RegistryError> {
+        let db = self.db.lock().expect("registry lock poisoned");
+        let mut stmt =
+            db.prepare("SELECT service FROM grants WHERE agent = ?1 ORDER BY service")?;
+        let rows = stmt.query_map([agent], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 }
 

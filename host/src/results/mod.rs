@@ -51,6 +51,9 @@ pub struct Retained {
     pub redacted: bool,
     /// Why the result was not kept, when it was not.
     pub not_retained_reason: Option<String>,
+    /// The agent whose call produced it (only that agent may read it).
+    #[serde(default)]
+    pub agent: Option<String>,
 }
 
 /// A page of a retained output.
@@ -84,6 +87,14 @@ pub enum ReadError {
         offset: usize,
         /// The output's size.
         size: usize,
+    },
+    /// The output belongs to another agent.
+    #[error("output \"{output_id}\" belongs to another agent; agent \"{agent}\" may not read it")]
+    NotOwner {
+        /// The id.
+        output_id: String,
+        /// The agent asking.
+        agent: String,
     },
     /// The file could not be read.
     #[error("cannot read output \"{output_id}\": {message}")]
@@ -167,6 +178,18 @@ impl ResultStore {
         redacted: bool,
         preview_limit: usize,
     ) -> std::io::Result<(Retained, String)> {
+        self.retain_for(None, service, text, redacted, preview_limit)
+    }
+
+    /// [`ResultStore::retain`] on behalf of `agent`, who alone may read it back.
+    pub fn retain_for(
+        &self,
+        agent: Option<&str>,
+        service: &str,
+        text: &str,
+        redacted: bool,
+        preview_limit: usize,
+    ) -> std::io::Result<(Retained, String)> {
         let preview = cut_at_char_boundary(text, preview_limit).to_string();
         let mut record = Retained {
             output_id: None,
@@ -175,6 +198,7 @@ impl ResultStore {
             complete: preview.len() == text.len(),
             redacted,
             not_retained_reason: None,
+            agent: agent.map(str::to_string),
         };
         if text.len() > self.limits.max_retained {
             record.not_retained_reason = Some(format!(
@@ -223,6 +247,28 @@ impl ResultStore {
             output_id: output_id.into(),
             message: e.to_string(),
         })
+    }
+
+    /// Reads a page for `agent`: refused unless the output was produced by that agent's
+    /// call (outputs kept without an owner are readable by any agent).
+    pub fn read_for(
+        &self,
+        agent: &str,
+        service: &str,
+        output_id: &str,
+        offset: usize,
+        page_size: usize,
+    ) -> Result<Page, ReadError> {
+        let record = self.record(service, output_id)?;
+        if let Some(owner) = &record.agent
+            && owner != agent
+        {
+            return Err(ReadError::NotOwner {
+                output_id: output_id.into(),
+                agent: agent.into(),
+            });
+        }
+        self.read(service, output_id, offset, page_size)
     }
 
     /// Reads the page of at most `page_size` bytes starting at byte `offset`, ending on a

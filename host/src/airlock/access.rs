@@ -1,0 +1,203 @@
+//! Access: which agent may use which service. Two layers, both checked before a call
+//! reaches a server and again on every output read:
+//! - grants per (agent, service), kept in the registry, enforced when
+//!   [`AccessMode::Grants`] is on;
+//! - the embedder's [`AccessCheck`] callback (its "room" or permission mode).
+
+use std::sync::Arc;
+
+use super::{Airlock, Inner};
+use crate::catalog::CatalogTool;
+use crate::error::{CallError, ErrorCode};
+use crate::events::Event;
+use crate::results::{Page, ReadError};
+
+/// Whether grants are required.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AccessMode {
+    /// Every agent may use every enabled service (the CLI's default).
+    #[default]
+    Open,
+    /// An agent sees and calls only the services granted to it.
+    Grants,
+}
+
+/// What an agent is about to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessRequest<'a> {
+    /// Call `tool` (qualified name) of `service`.
+    Call {
+        /// The agent.
+        agent: &'a str,
+        /// The service.
+        service: &'a str,
+        /// The qualified tool name.
+        tool: &'a str,
+    },
+    /// Read a retained output of `service`.
+    ReadOutput {
+        /// The agent.
+        agent: &'a str,
+        /// The service.
+        service: &'a str,
+        /// The output id.
+        output_id: &'a str,
+    },
+}
+
+/// The embedder's permission gate, consulted before every call and every output read.
+/// Return `Err(message)` to refuse; the message reaches the caller with
+/// `service_access_denied`.
+pub trait AccessCheck: Send + Sync {
+    /// Allows or refuses one request.
+    fn check(&self, request: &AccessRequest<'_>) -> Result<(), String>;
+}
+
+impl<F> AccessCheck for F
+where
+    F: Fn(&AccessRequest<'_>) -> Result<(), String> + Send + Sync,
+{
+    fn check(&self, request: &AccessRequest<'_>) -> Result<(), String> {
+        self(request)
+    }
+}
+
+/// The access settings of an [`Airlock`].
+#[derive(Clone, Default)]
+pub struct AccessOptions {
+    /// Whether grants are required.
+    pub mode: AccessMode,
+    /// The embedder's callback, if any.
+    pub check: Option<Arc<dyn AccessCheck>>,
+}
+
+impl std::fmt::Debug for AccessOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccessOptions")
+            .field("mode", &self.mode)
+            .field("check", &self.check.is_some())
+            .finish()
+    }
+}
+
+fn denied(message: String) -> CallError {
+    CallError::new(ErrorCode::ServiceAccessDenied, message)
+}
+
+impl Inner {
+    /// Whether `agent` holds what grants require for `service`.
+    fn granted(&self, agent: &str, service: &str) -> Result<bool, CallError> {
+        match self.access.mode {
+            AccessMode::Open => Ok(true),
+            AccessMode::Grants => self
+                .registry
+                .is_granted(agent, service)
+                .map_err(|e| CallError::new(ErrorCode::ServiceUnavailable, e.to_string())),
+        }
+    }
+
+    /// Checks grants and the embedder's callback for `request`.
+    pub(super) fn authorize(&self, request: &AccessRequest<'_>) -> Result<(), CallError> {
+        let (agent, service) = match request {
+            AccessRequest::Call { agent, service, .. }
+            | AccessRequest::ReadOutput { agent, service, .. } => (*agent, *service),
+        };
+        if !self.granted(agent, service)? {
+            return Err(denied(format!(
+                "agent \"{agent}\" has no grant for service \"{service}\""
+            )));
+        }
+        if let Some(check) = &self.access.check {
+            check
+                .check(request)
+                .map_err(|m| denied(format!("access to service \"{service}\" was refused: {m}")))?;
+        }
+        Ok(())
+    }
+}
+
+impl Airlock {
+    /// Grants `service` to `agent` (persisted). Emits `grants_changed`.
+    ///
+    /// ```no_run
+    /// # fn run(airlock: &airlock_host::Airlock) -> Result<(), airlock_host::CallError> {
+    /// airlock.grant("agent-7", "github")?;
+    /// let visible = airlock.tools_for("agent-7");
+    /// airlock.revoke("agent-7", "github")?; // also closes agent-7's github session
+    /// # Ok(()) }
+    /// ```
+    pub fn grant(&self, agent: &str, service: &str) -> Result<(), CallError> {
+        if !self.inner.services.contains_key(service) {
+            return Err(CallError::new(
+                ErrorCode::ServiceUnavailable,
+                format!("no service named \"{service}\""),
+            ));
+        }
+        if self
+            .inner
+            .registry
+            .grant(agent, service)
+            .map_err(|e| CallError::new(ErrorCode::ServiceUnavailable, e.to_string()))?
+        {
+            self.inner.emit(Event::GrantsChanged {
+                agent: agent.to_string(),
+                service: service.to_string(),
+                granted: true,
+            });
+        }
+        Ok(())
+    }
+
+    /// Revokes `agent`'s grant of `service` and closes that agent's session with it.
+    pub async fn revoke(&self, agent: &str, service: &str) -> Result<(), CallError> {
+        if self
+            .inner
+            .registry
+            .revoke(agent, service)
+            .map_err(|e| CallError::new(ErrorCode::ServiceUnavailable, e.to_string()))?
+        {
+            self.inner.emit(Event::GrantsChanged {
+                agent: agent.to_string(),
+                service: service.to_string(),
+                granted: false,
+            });
+        }
+        self.inner.disconnect_now(agent, service).await;
+        Ok(())
+    }
+
+    /// The tools `agent` may see: every tool in open mode, else those of granted
+    /// services.
+    pub fn tools_for(&self, agent: &str) -> Vec<CatalogTool> {
+        self.tools()
+            .into_iter()
+            .filter(|t| self.inner.granted(agent, &t.service).unwrap_or(false))
+            .collect()
+    }
+
+    /// Reads a page of a retained output for `agent`: only the agent whose call produced
+    /// it may read it, and its access to the service is checked again.
+    pub fn read_output_as(
+        &self,
+        agent: &str,
+        service: &str,
+        output_id: &str,
+        offset: usize,
+    ) -> Result<Page, CallError> {
+        self.inner.authorize(&AccessRequest::ReadOutput {
+            agent,
+            service,
+            output_id,
+        })?;
+        self.inner
+            .results
+            .read_for(agent, service, output_id, offset, self.inner.preview)
+            .map_err(|e| match e {
+                ReadError::NotOwner { .. } => denied(e.to_string()),
+                ReadError::BadOffset { .. } => {
+                    CallError::new(ErrorCode::InvalidArguments, e.to_string())
+                }
+                other => CallError::new(ErrorCode::InvalidArguments, other.to_string()),
+            })
+    }
+}

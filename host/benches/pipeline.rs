@@ -150,10 +150,19 @@ fn bench(c: &mut Criterion) {
         let native_result = guest_result(&raw);
         // Both sides must do the same work: compare their outputs once before timing.
         let wasm_out = rt.block_on(async {
-            let converted = plugin::run_content(&content, host_result.clone()).await.unwrap();
-            plugin::run_redaction(&redaction, converted, secrets.clone()).await.unwrap()
+            let converted = plugin::run_content(&content, host_result.clone())
+                .await
+                .unwrap();
+            plugin::run_redaction(&redaction, converted, secrets.clone())
+                .await
+                .unwrap()
         });
-        let native_out = redaction_policy.redact(airlock_plugin_standard::content::convert(native_result.clone()), &guest_secrets).unwrap();
+        let native_out = redaction_policy
+            .redact(
+                airlock_plugin_standard::content::convert(native_result.clone()),
+                &guest_secrets,
+            )
+            .unwrap();
         let wasm_text = convert::result_text(&wasm_out.result);
         let native_text = match &native_out.result.content[0] {
             guest::ContentBlock::Text(t) => t.text.clone(),
@@ -161,7 +170,10 @@ fn bench(c: &mut Criterion) {
         };
         assert_eq!(wasm_text, native_text, "wasm and native redaction disagree");
         assert_eq!(wasm_out.marks.len(), native_out.marks.len());
-        assert!(wasm_text.contains("[REDACTED:secret:API_TOKEN]") && wasm_text.contains("[REDACTED:pattern:github_token]"));
+        assert!(
+            wasm_text.contains("[REDACTED:secret:API_TOKEN]")
+                && wasm_text.contains("[REDACTED:pattern:github_token]")
+        );
         let mut group = c.benchmark_group(format!("content_redaction_{label}"));
         group.throughput(Throughput::Bytes(size as u64));
         if size > 64 << 10 {

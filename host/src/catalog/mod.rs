@@ -113,11 +113,12 @@ impl Catalog {
     /// ties go by name.
     pub fn search(&self, query: &str) -> Vec<&CatalogTool> {
         let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
+        // Both maps hold the same names, so they iterate in lockstep.
         let mut hits: Vec<(usize, &CatalogTool)> = self
             .tools
             .values()
-            .filter_map(|t| {
-                let keys = &self.search_keys[&t.name];
+            .zip(self.search_keys.values())
+            .filter_map(|(t, keys)| {
                 let mut score = 0;
                 for w in &words {
                     let w = w.as_str();
@@ -146,5 +147,55 @@ impl Catalog {
     /// Whether the catalog is empty.
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn named(name: &str, raw: &str, description: &str) -> NamedTool {
+        NamedTool {
+            raw_name: raw.into(),
+            name: name.into(),
+            description: Some(description.into()),
+            input_schema: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn search_ranks_name_matches_first_and_needs_every_word() {
+        let mut catalog = Catalog::default();
+        catalog
+            .add_service(
+                "rea",
+                vec![
+                    named("rea__binary_session", "binary_session", "Opens a binary"),
+                    named("rea__close", "close", "Closes the binary session"),
+                ],
+            )
+            .unwrap();
+        catalog
+            .add_service(
+                "fs",
+                vec![named("mcp__fs__read_file", "read_file", "Reads a file")],
+            )
+            .unwrap();
+        let hits: Vec<&str> = catalog
+            .search("rea binary session")
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect();
+        assert_eq!(hits, ["rea__binary_session", "rea__close"]);
+        assert!(catalog.search("rea backup").is_empty(), "every word must match");
+        assert!(
+            catalog
+                .add_service("other", vec![named("rea__close", "x", "")])
+                .is_err(),
+            "names are unique across services"
+        );
+        catalog.remove_service("rea");
+        assert_eq!(catalog.search("file").len(), 1);
+        assert_eq!(catalog.search("session").len(), 0);
     }
 }

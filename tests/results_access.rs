@@ -104,6 +104,29 @@ async fn multibyte_text_is_cut_on_character_boundaries() {
 }
 
 #[tokio::test]
+async fn the_preview_size_is_chosen_per_agent() {
+    let ws = Workspace::new(&python_fixture_entry("fx", ""));
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    let compact = CallOptions {
+        agent: "small-model".into(),
+        preview: Some(COMPACT_PREVIEW),
+        ..Default::default()
+    };
+    let small = airlock
+        .call_with("mcp__fx__big_text", json!({"size": 100_000}), compact)
+        .await
+        .unwrap();
+    assert_eq!(small.preview.len(), COMPACT_PREVIEW);
+    let full = airlock
+        .call("mcp__fx__big_text", json!({"size": 100_000}), None)
+        .await
+        .unwrap();
+    assert_eq!(full.preview.len(), DEFAULT_PREVIEW);
+    assert!(!small.retained.complete && !full.retained.complete);
+    airlock.close().await;
+}
+
+#[tokio::test]
 async fn a_result_over_the_retention_limit_is_not_kept_and_the_call_says_so() {
     let ws = Workspace::new(&python_fixture_entry("fx", ""));
     let options = AirlockOptions {

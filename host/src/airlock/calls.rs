@@ -26,6 +26,10 @@ pub struct CallOptions {
     pub cancel: Option<CancellationToken>,
     /// Receives the server's progress notifications.
     pub progress: Option<mpsc::UnboundedSender<ProgressUpdate>>,
+    /// The preview size for this agent's surface (for example
+    /// [`crate::results::COMPACT_PREVIEW`] for models on the compact surface); the
+    /// Airlock's default when `None`.
+    pub preview: Option<usize>,
 }
 
 impl Default for CallOptions {
@@ -35,6 +39,7 @@ impl Default for CallOptions {
             timeout: None,
             cancel: None,
             progress: None,
+            preview: None,
         }
     }
 }
@@ -282,7 +287,7 @@ impl Airlock {
                 &entry.service,
                 &text,
                 !redactions.is_empty(),
-                inner.preview,
+                options.preview.unwrap_or(inner.preview),
             )
             .map_err(|e| {
                 CallError::new(

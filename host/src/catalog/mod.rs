@@ -187,7 +187,10 @@ mod tests {
             .map(|t| t.name.as_str())
             .collect();
         assert_eq!(hits, ["rea__binary_session", "rea__close"]);
-        assert!(catalog.search("rea backup").is_empty(), "every word must match");
+        assert!(
+            catalog.search("rea backup").is_empty(),
+            "every word must match"
+        );
         assert!(
             catalog
                 .add_service("other", vec![named("rea__close", "x", "")])

@@ -347,19 +347,36 @@ impl Airlock {
         agent: &str,
         service: Option<&str>,
     ) -> Result<Vec<Value>, CallError> {
+        self.aggregate(agent, service, Listing::Resources).await
+    }
+
+    /// Lists resources or prompts of one service, or of every available service (each
+    /// entry gains a `service` field; with no service named, failing services are
+    /// skipped with a warning).
+    async fn aggregate(
+        &self,
+        agent: &str,
+        service: Option<&str>,
+        kind: Listing,
+    ) -> Result<Vec<Value>, CallError> {
         let mut all = Vec::new();
         for name in self.targets(service)? {
             let listed = match self.inner.session(agent, &name).await {
-                Ok(live) => live.session.list_resources().await,
+                Ok(live) => match kind {
+                    Listing::Resources => live.session.list_resources().await,
+                    Listing::Prompts => live.session.list_prompts().await,
+                },
                 Err(e) => Err(e),
             };
             match listed {
-                Ok(items) => all.extend(items.into_iter().map(|mut r| {
-                    r["service"] = Value::String(name.clone());
-                    r
+                Ok(items) => all.extend(items.into_iter().map(|mut item| {
+                    item["service"] = Value::String(name.clone());
+                    item
                 })),
                 Err(e) if service.is_some() => return Err(e),
-                Err(e) => tracing::warn!(service = %name, "resources/list failed: {}", e.message),
+                Err(e) => {
+                    tracing::warn!(service = %name, "{} failed: {}", kind.method(), e.message)
+                }
             }
         }
         Ok(all)
@@ -391,22 +408,7 @@ impl Airlock {
         agent: &str,
         service: Option<&str>,
     ) -> Result<Vec<Value>, CallError> {
-        let mut all = Vec::new();
-        for name in self.targets(service)? {
-            let listed = match self.inner.session(agent, &name).await {
-                Ok(live) => live.session.list_prompts().await,
-                Err(e) => Err(e),
-            };
-            match listed {
-                Ok(items) => all.extend(items.into_iter().map(|mut p| {
-                    p["service"] = Value::String(name.clone());
-                    p
-                })),
-                Err(e) if service.is_some() => return Err(e),
-                Err(e) => tracing::warn!(service = %name, "prompts/list failed: {}", e.message),
-            }
-        }
-        Ok(all)
+        self.aggregate(agent, service, Listing::Prompts).await
     }
 
     /// Gets a prompt of `service` with `arguments` (a JSON object of strings).
@@ -433,6 +435,22 @@ impl Airlock {
             .get_prompt(name, arguments, svc.config.tool_timeout)
             .await?;
         Ok(scrub_json(value, &svc.secrets))
+    }
+}
+
+/// What [`Airlock::aggregate`] lists.
+#[derive(Clone, Copy)]
+enum Listing {
+    Resources,
+    Prompts,
+}
+
+impl Listing {
+    fn method(self) -> &'static str {
+        match self {
+            Listing::Resources => "resources/list",
+            Listing::Prompts => "prompts/list",
+        }
     }
 }
 

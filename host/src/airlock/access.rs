@@ -120,10 +120,10 @@ impl Airlock {
     /// Grants `service` to `agent` (persisted). Emits `grants_changed`.
     ///
     /// ```no_run
-    /// # fn run(airlock: &airlock_host::Airlock) -> Result<(), airlock_host::CallError> {
+    /// # async fn run(airlock: airlock_host::Airlock) -> Result<(), airlock_host::CallError> {
     /// airlock.grant("agent-7", "github")?;
     /// let visible = airlock.tools_for("agent-7");
-    /// airlock.revoke("agent-7", "github")?; // also closes agent-7's github session
+    /// airlock.revoke("agent-7", "github").await?; // also closes agent-7's github session
     /// # Ok(()) }
     /// ```
     pub fn grant(&self, agent: &str, service: &str) -> Result<(), CallError> {

@@ -4,16 +4,40 @@
 //! `MCP_CONFORMANCE_SCENARIO`. The client connects (streamable HTTP, SSE fallback),
 //! lists the tools and calls each with arguments derived from its schema.
 //!
+//! When the server wants authorization — the service fails to connect and a probe
+//! request is answered 401, or (once authorized) a call fails and the probe is answered
+//! 401/403 `insufficient_scope` — the client runs Airlock's OAuth flow
+//! ([`airlock_host::oauth`]) without a person: the "browser" GETs the authorization URL
+//! without following redirects and then GETs the `Location` it names (the flow's
+//! loopback listener; the suite's authorization server approves at once). Tokens go to a
+//! throwaway file store, and the service is reconnected with the bearer token. At most
+//! three authorization rounds are run (the suite's retry-limit scenario).
+//!
 //! ```sh
 //! npx @modelcontextprotocol/conformance@0.1.13 client --command target/debug/examples/conformance_client --scenario initialize
 //! ```
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use airlock_host::config::{Config, process_env};
+use airlock_host::oauth;
+use airlock_host::secrets::SecretStore;
 use airlock_host::{Airlock, AirlockOptions, ServiceStatus};
 use serde_json::{Map, Value, json};
+
+/// The service's name in the generated config (and its token-store key).
+const SERVICE: &str = "conformance";
+
+/// The config variable carrying the `Authorization` header value.
+const AUTHORIZATION_VAR: &str = "AIRLOCK_CONFORMANCE_AUTHORIZATION";
+
+/// Most authorization rounds per run.
+const MAX_AUTH_ROUNDS: usize = 3;
+
+/// How long the flow waits for the "browser".
+const BROWSER_WAIT: Duration = Duration::from_secs(10);
 
 /// Arguments for a tool from its input schema: a plausible value per property.
 fn arguments(schema: &Value) -> Value {
@@ -33,6 +57,154 @@ fn arguments(schema: &Value) -> Value {
     Value::Object(args)
 }
 
+/// The config for one server at `url`, with `Authorization: <authorization>` on every
+/// request when given (passed through a variable, so the value needs no TOML quoting).
+fn config(url: &str, authorization: Option<&str>) -> Result<Config, String> {
+    let mut text = format!(
+        "[mcp_servers.{SERVICE}]\ntype = \"http\"\nurl = \"{url}\"\nstartup_timeout_secs = 20\ntool_timeout_secs = 20\n"
+    );
+    if authorization.is_some() {
+        text.push_str(&format!(
+            "headers = {{ Authorization = \"${{{AUTHORIZATION_VAR}}}\" }}\n"
+        ));
+    }
+    let env = |name: &str| {
+        if name == AUTHORIZATION_VAR {
+            authorization.map(str::to_string)
+        } else {
+            process_env(name)
+        }
+    };
+    Config::from_str(Path::new("<conformance>"), &text, &env).map_err(|e| e.to_string())
+}
+
+/// What one connection round did.
+struct Round {
+    /// Every service connected.
+    connected: bool,
+    /// Connected and every call succeeded.
+    ok: bool,
+    /// The first failed call: its tool's server-side name and arguments.
+    failed_call: Option<(String, Value)>,
+}
+
+/// Reports the services' status and calls every tool.
+async fn exercise(airlock: &Airlock) -> Round {
+    let mut round = Round {
+        connected: true,
+        ok: true,
+        failed_call: None,
+    };
+    for report in airlock.status() {
+        println!("{}", serde_json::to_string(&report).unwrap_or_default());
+        let connected = matches!(report.status, ServiceStatus::Connected { .. });
+        round.connected &= connected;
+        round.ok &= connected;
+    }
+    for tool in airlock.tools() {
+        let args = arguments(&tool.input_schema);
+        match airlock.call(&tool.name, args.clone(), None).await {
+            Ok(out) => println!("{}: {}", tool.raw_name, out.preview),
+            Err(e) => {
+                println!("{}: {e}", tool.raw_name);
+                round.ok = false;
+                if round.failed_call.is_none() {
+                    round.failed_call = Some((tool.raw_name.clone(), args));
+                }
+            }
+        }
+    }
+    round
+}
+
+/// POSTs one JSON-RPC request straight to the server (with the bearer token if any) and
+/// returns its `WWW-Authenticate` challenge when it answers 401 or 403 (an empty string
+/// when the header is missing); `None` for any other answer.
+async fn challenge(
+    http: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+    body: &Value,
+) -> Option<String> {
+    let mut request = http
+        .post(url)
+        .header(
+            reqwest::header::ACCEPT,
+            "application/json, text/event-stream",
+        )
+        .json(body);
+    if let Some(token) = token {
+        let (name, value) = oauth::authorization_header(token);
+        request = request.header(name, value);
+    }
+    let response = request.send().await.ok()?;
+    if !matches!(response.status().as_u16(), 401 | 403) {
+        return None;
+    }
+    Some(
+        response
+            .headers()
+            .get(reqwest::header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string(),
+    )
+}
+
+/// The non-interactive "browser": GETs the authorization URL without following the
+/// redirect, then GETs the `Location` it names (the flow's loopback listener). Errors
+/// never carry either URL.
+async fn visit(http: &reqwest::Client, auth_url: &str) -> Result<(), String> {
+    let response = http
+        .get(auth_url)
+        .send()
+        .await
+        .map_err(|_| "the authorization request failed".to_string())?;
+    let location = response
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| {
+            format!(
+                "the authorization endpoint answered {} without a redirect",
+                response.status()
+            )
+        })?;
+    let target = reqwest::Url::parse(auth_url)
+        .and_then(|base| base.join(location))
+        .map_err(|_| "the redirect is not a valid URL".to_string())?;
+    http.get(target)
+        .send()
+        .await
+        .map_err(|_| "the callback request failed".to_string())?;
+    Ok(())
+}
+
+/// Runs the OAuth flow for `url` (seeded with `challenge`) and returns the new token.
+async fn authorize(
+    store: &SecretStore,
+    http: &reqwest::Client,
+    url: &str,
+    challenge: &str,
+) -> Result<String, oauth::OAuthError> {
+    let browser = {
+        let http = http.clone();
+        move |auth_url: &str| -> Result<(), String> {
+            let http = http.clone();
+            let auth_url = auth_url.to_string();
+            tokio::spawn(async move {
+                if let Err(e) = visit(&http, &auth_url).await {
+                    eprintln!("browser: {e}");
+                }
+            });
+            Ok(())
+        }
+    };
+    let challenge = Some(challenge).filter(|c| !c.is_empty());
+    oauth::authorize_with_challenge(store, SERVICE, url, challenge, &browser, BROWSER_WAIT).await?;
+    oauth::access_token(store, SERVICE, url).await
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -45,44 +217,100 @@ async fn main() -> ExitCode {
     };
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
     eprintln!("scenario {scenario:?} against {url}");
-    let text = format!(
-        "[mcp_servers.conformance]\ntype = \"http\"\nurl = \"{url}\"\nstartup_timeout_secs = 20\ntool_timeout_secs = 20\n"
-    );
-    let config = match Config::from_str(Path::new("<conformance>"), &text, &process_env) {
+
+    let scratch = std::env::temp_dir().join(format!("airlock-conformance-{}", std::process::id()));
+    let code = run(&url, &scratch).await;
+    let _ = std::fs::remove_dir_all(&scratch);
+    code
+}
+
+/// Connects, exercises the tools, and authorizes (then reconnects) when the server asks
+/// for it.
+async fn run(url: &str, scratch: &Path) -> ExitCode {
+    // Redirects are never followed: the "browser" reads `Location` itself.
+    let http = match reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(10))
+        .build()
+    {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("http client: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let data = std::env::temp_dir().join(format!("airlock-conformance-{}", std::process::id()));
-    let airlock = match Airlock::start(config, AirlockOptions::new(&data)).await {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let mut ok = true;
-    for report in airlock.status() {
-        println!("{}", serde_json::to_string(&report).unwrap_or_default());
-        ok &= matches!(report.status, ServiceStatus::Connected { .. });
-    }
-    for tool in airlock.tools() {
-        let args = arguments(&tool.input_schema);
-        match airlock.call(&tool.name, args, None).await {
-            Ok(out) => println!("{}: {}", tool.raw_name, out.preview),
+    let mut store: Option<SecretStore> = None;
+    let mut token: Option<String> = None;
+    let mut rounds = 0;
+    for attempt in 1.. {
+        let authorization = token.as_deref().map(|t| oauth::authorization_header(t).1);
+        let config = match config(url, authorization.as_deref()) {
+            Ok(c) => c,
             Err(e) => {
-                println!("{}: {e}", tool.raw_name);
-                ok = false;
+                eprintln!("{e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        // A fresh data directory per attempt: nothing cached from an unauthorized one.
+        let data = scratch.join(format!("data-{attempt}"));
+        let airlock = match Airlock::start(config, AirlockOptions::new(&data)).await {
+            Ok(a) => a,
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let round = exercise(&airlock).await;
+        airlock.close().await;
+        if round.ok {
+            return ExitCode::SUCCESS;
+        }
+
+        // Would authorization help? Probe with the request that failed: the tool list
+        // when the service did not come up; once authorized, the failed call (never
+        // replayed against a server that has not asked for authorization).
+        let probe = if !round.connected {
+            Some(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}))
+        } else {
+            match (&round.failed_call, &token) {
+                (Some((name, args)), Some(_)) => Some(json!({
+                    "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": name, "arguments": args}
+                })),
+                _ => None,
+            }
+        };
+        let Some(probe) = probe else {
+            return ExitCode::FAILURE;
+        };
+        if rounds >= MAX_AUTH_ROUNDS {
+            eprintln!("giving up after {rounds} authorization rounds");
+            return ExitCode::FAILURE;
+        }
+        let Some(challenge) = challenge(&http, url, token.as_deref(), &probe).await else {
+            return ExitCode::FAILURE;
+        };
+        rounds += 1;
+        eprintln!("the server asks for authorization (round {rounds})");
+        if store.is_none() {
+            match SecretStore::open_file(&scratch.join("secrets")) {
+                Ok(s) => store = Some(s),
+                Err(e) => {
+                    eprintln!("{e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        let Some(store) = store.as_ref() else {
+            return ExitCode::FAILURE;
+        };
+        match authorize(store, &http, url, &challenge).await {
+            Ok(t) => token = Some(t),
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::FAILURE;
             }
         }
     }
-    airlock.close().await;
-    let _ = std::fs::remove_dir_all(&data);
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    ExitCode::FAILURE
 }

@@ -15,18 +15,21 @@ pub mod config;
 pub mod demo;
 pub mod error;
 pub mod events;
+pub mod import;
 pub mod launch;
+pub mod oauth;
 pub mod plugin;
 pub mod registry;
 pub mod results;
 pub mod secrets;
+pub mod servers;
 pub mod session;
 pub mod transport;
 
 pub use airlock::{
     AccessCheck, AccessMode, AccessOptions, AccessRequest, Airlock, AirlockOptions, CallOptions,
     CallOutput, DEFAULT_AGENT, DEFAULT_MAX_SESSIONS, Redaction, ServiceReport, ServiceStatus,
-    StartError,
+    StartError, TestReport,
 };
 pub use error::{CallError, ErrorCode};
 pub use events::Event;

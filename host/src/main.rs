@@ -7,7 +7,13 @@ use clap::Parser;
 fn main() -> ExitCode {
     let cli = airlock_host::cli::Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("AIRLOCK_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"))
+        // rmcp logs OAuth authorization codes at debug level; they never reach our log.
+        .add_directive(
+            "rmcp::transport::auth=info"
+                .parse()
+                .expect("a valid directive"),
+        );
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

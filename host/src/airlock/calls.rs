@@ -295,6 +295,20 @@ impl Airlock {
                     format!("cannot retain the result: {e}"),
                 )
             })?;
+        if let Some(output_id) = &retained.output_id {
+            let indexed = inner.registry.index_result(&crate::registry::ResultEntry {
+                output_id: output_id.clone(),
+                service: entry.service.clone(),
+                agent: options.agent.clone(),
+                size: retained.size as u64,
+                digest: retained.digest.clone(),
+                complete: retained.complete,
+                redacted: retained.redacted,
+            });
+            if let Err(e) = indexed {
+                tracing::warn!(service = %entry.service, "cannot index a retained result: {e}");
+            }
+        }
         let mcp = convert::result_to_mcp(&processed.result);
         Ok(CallOutput {
             service: entry.service.clone(),

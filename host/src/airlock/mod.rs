@@ -80,6 +80,17 @@ pub enum StartError {
     /// The plugin runtime failed.
     #[error(transparent)]
     Plugin(#[from] PluginError),
+    /// `airlock servers test` could not connect or list the tools.
+    #[error("testing service \"{service}\" failed: {reason}")]
+    Test {
+        /// The service.
+        service: String,
+        /// Why (secrets scrubbed).
+        reason: String,
+    },
+    /// The secret store could not be opened.
+    #[error(transparent)]
+    Secrets(#[from] crate::secrets::SecretError),
 }
 
 /// The state of one configured service.
@@ -88,6 +99,12 @@ pub enum StartError {
 pub enum ServiceStatus {
     /// `enabled = false` in the config.
     Disabled,
+    /// A service managed by `airlock servers` whose catalog was never tested, or went
+    /// stale when its launch changed: it offers no tools until `airlock servers test`.
+    Untested {
+        /// Why, naming the command to run.
+        reason: String,
+    },
     /// No live session; the next call connects.
     Disconnected {
         /// Tools in the catalog.
@@ -117,6 +134,7 @@ impl ServiceStatus {
     pub fn name(&self) -> &'static str {
         match self {
             ServiceStatus::Disabled => "disabled",
+            ServiceStatus::Untested { .. } => "untested",
             ServiceStatus::Disconnected { .. } => "disconnected",
             ServiceStatus::Connecting { .. } => "connecting",
             ServiceStatus::Connected { .. } => "connected",
@@ -135,14 +153,30 @@ pub struct ServiceReport {
     pub status: ServiceStatus,
     /// What the server said about itself in the latest handshake.
     pub server: Option<ServerIdentity>,
-    /// The file defining it.
+    /// The file defining it (`registry:user` or `registry:project` for services managed
+    /// by `airlock servers`).
     pub source: PathBuf,
+}
+
+/// What `airlock servers test` found.
+#[derive(Debug, Clone, Serialize)]
+pub struct TestReport {
+    /// The service.
+    pub service: String,
+    /// Whether the handshake succeeded on a supported protocol version and the tool
+    /// list was read and saved.
+    pub verified: bool,
+    /// The server's identity (including the negotiated protocol version).
+    pub server: ServerIdentity,
+    /// The tools, as the server listed them (none was run).
+    pub tools: Vec<serde_json::Value>,
 }
 
 /// What Airlock knows about one service's health.
 #[derive(Default)]
 struct Health {
     failed: Option<String>,
+    untested: Option<String>,
     connecting: usize,
     identity: Option<ServerIdentity>,
 }
@@ -160,6 +194,7 @@ pub(crate) struct Inner {
     results: ResultStore,
     runtime: Arc<PluginRuntime>,
     registry: Registry,
+    secret_store: crate::secrets::SecretStore,
     preview: usize,
     events: broadcast::Sender<Event>,
     sessions: Mutex<HashMap<(String, String), Arc<sessions::Slot>>>,
@@ -197,6 +232,70 @@ impl Airlock {
     /// # Ok(()) }
     /// ```
     pub async fn start(config: Config, options: AirlockOptions) -> Result<Airlock, StartError> {
+        let airlock = Airlock::prepare(config, options).await?;
+        airlock.inner.catalog_all().await;
+        Ok(airlock)
+    }
+
+    /// Tests one service the way `airlock servers test` does: opens a temporary
+    /// connection, negotiates, lists the tools (running none), saves them as the
+    /// service's tested catalog under its current launch digest, and closes.
+    pub async fn test_service(
+        server: ServerConfig,
+        options: AirlockOptions,
+    ) -> Result<TestReport, StartError> {
+        let name = server.name.clone();
+        let mut server = server;
+        server.enabled = true;
+        let config = Config {
+            servers: BTreeMap::from([(name.clone(), server)]),
+            ..Default::default()
+        };
+        let airlock = Airlock::prepare(config, options).await?;
+        let inner = airlock.inner.clone();
+        let outcome = async {
+            let live = inner
+                .session(DEFAULT_AGENT, &name)
+                .await
+                .map_err(|e| e.message)?;
+            let tools = live.session.list_tools().await.map_err(|e| e.to_string())?;
+            inner.check_catalog_limits(&tools)?;
+            let identity = live.session.identity().clone();
+            let service = &inner.services[&name];
+            inner
+                .registry
+                .save_catalog(&crate::registry::StoredCatalog {
+                    service: name.clone(),
+                    launch_digest: service.config.launch_digest(),
+                    tested_at: inner.registry.now().map_err(|e| e.to_string())?,
+                    protocol_version: identity.protocol_version.clone(),
+                    server_name: identity.name.clone(),
+                    server_version: identity.version.clone(),
+                    transport: serde_json::to_value(identity.transport)
+                        .ok()
+                        .and_then(|v| v.as_str().map(String::from))
+                        .unwrap_or_default(),
+                    tools: tools.clone(),
+                })
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>(TestReport {
+                service: name.clone(),
+                verified: true,
+                server: identity,
+                tools,
+            })
+        }
+        .await;
+        let secrets = inner.services[&name].secrets.clone();
+        airlock.close().await;
+        outcome.map_err(|reason| StartError::Test {
+            service: name.clone(),
+            reason: crate::launch::scrub(&reason, &secrets),
+        })
+    }
+
+    /// Opens state and builds pipelines; connects nothing.
+    async fn prepare(config: Config, options: AirlockOptions) -> Result<Airlock, StartError> {
         let data_err = |e: std::io::Error| StartError::DataDir {
             path: options.data_dir.clone(),
             message: e.to_string(),
@@ -207,6 +306,7 @@ impl Airlock {
         let registry = Registry::open(&options.data_dir)?;
         let runtime = PluginRuntime::new(config.sandbox, Some(&data))?;
         let results = ResultStore::open(&data, options.result_limits).map_err(data_err)?;
+        let secret_store = crate::secrets::SecretStore::open(&options.data_dir)?;
 
         let builds = config.servers.values().filter(|s| s.enabled).map(|server| {
             let (runtime, name, adapters, cfg) = (
@@ -231,12 +331,37 @@ impl Airlock {
                 .into_iter()
                 .collect();
 
+        // Every known secret is redacted from every service's output: a token of one
+        // service that shows up in another's result is still a secret.
+        let mut all_secrets: Vec<(String, String)> = config
+            .servers
+            .values()
+            .flat_map(crate::secrets::known_secrets)
+            .collect();
+        all_secrets.sort();
+        all_secrets.dedup();
         let services = config
             .servers
             .iter()
             .map(|(name, server)| {
-                let secrets = crate::secrets::known_secrets(server);
+                let mut secrets = crate::secrets::known_secrets(server);
+                secrets.extend(
+                    all_secrets
+                        .iter()
+                        .filter(|s| !secrets.contains(s))
+                        .cloned()
+                        .collect::<Vec<_>>(),
+                );
                 let mut health = Health::default();
+                if !server.repair.is_empty() {
+                    health.failed = Some(crate::launch::scrub(
+                        &format!(
+                            "needs repair: {}; fix it with `airlock servers edit {name}`",
+                            server.repair.join("; ")
+                        ),
+                        &secrets,
+                    ));
+                }
                 let pipeline = match pipelines.remove(name) {
                     Some(Ok(p)) => Some(Arc::new(p)),
                     Some(Err(reason)) => {
@@ -263,6 +388,7 @@ impl Airlock {
                 results,
                 runtime,
                 registry,
+                secret_store,
                 preview: options.result_limits.preview,
                 events: broadcast::channel(1024).0,
                 sessions: Mutex::new(HashMap::new()),
@@ -274,7 +400,6 @@ impl Airlock {
                 access: options.access,
             }),
         };
-        airlock.inner.catalog_all().await;
         Ok(airlock)
     }
 
@@ -396,6 +521,10 @@ impl Inner {
         let tools = self.tool_count(name);
         let status = if !service.config.enabled {
             ServiceStatus::Disabled
+        } else if let Some(reason) = health.untested.as_ref().filter(|_| live == 0) {
+            ServiceStatus::Untested {
+                reason: reason.clone(),
+            }
         } else if live > 0 {
             ServiceStatus::Connected {
                 tools,
@@ -435,14 +564,55 @@ impl Inner {
         });
     }
 
-    /// Opens the default agent's session to every enabled service and catalogs it.
+    /// Catalogs every enabled service: from its tested catalog when that is fresh (no
+    /// connection needed), else — for services from config files — by opening the
+    /// default agent's session. A registry service without a fresh tested catalog
+    /// offers no tools until it is tested.
     async fn catalog_all(self: &Arc<Self>) {
-        let names: Vec<String> = self
-            .services
-            .iter()
-            .filter(|(_, s)| s.config.enabled && s.pipeline.is_some())
-            .map(|(n, _)| n.clone())
-            .collect();
+        let mut names: Vec<String> = Vec::new();
+        for (name, service) in &self.services {
+            let config = &service.config;
+            if !config.enabled || service.pipeline.is_none() || !config.repair.is_empty() {
+                continue;
+            }
+            let stored = match self.registry.catalog(name) {
+                Ok(stored) => stored,
+                Err(e) => {
+                    tracing::warn!(service = %name, "cannot read the tested catalog: {e}");
+                    None
+                }
+            };
+            let digest = config.launch_digest();
+            let outcome = match &stored {
+                Some(catalog) if catalog.launch_digest == digest => {
+                    Some(self.name_tools(name, &catalog.tools).await)
+                }
+                _ if crate::servers::is_registry_source(&config.source) => {
+                    let why = if stored.is_some() {
+                        "its launch changed since it was tested"
+                    } else {
+                        "it has not been tested"
+                    };
+                    service
+                        .health
+                        .lock()
+                        .expect("health lock poisoned")
+                        .untested = Some(format!(
+                        "{why}; run `airlock servers test {name}` to offer its tools"
+                    ));
+                    continue;
+                }
+                _ => None,
+            };
+            match outcome {
+                Some(Ok(_)) => {}
+                Some(Err(reason)) => {
+                    let reason = crate::launch::scrub(&reason, &service.secrets);
+                    service.health.lock().expect("health lock poisoned").failed = Some(reason);
+                }
+                None => names.push(name.clone()),
+            }
+        }
         let opened = futures::future::join_all(names.iter().map(|name| {
             let inner = self.clone();
             async move {
@@ -479,14 +649,13 @@ impl Inner {
         name: &str,
         session: &crate::session::Session,
     ) -> Result<usize, String> {
-        use crate::catalog::{MAX_CATALOG_BYTES, MAX_TOOLS_PER_SERVICE};
-        use crate::plugin::{ServiceInfo, convert};
-        let service = &self.services[name];
-        let pipeline = service
-            .pipeline
-            .as_ref()
-            .ok_or("the service has no plugin pipeline")?;
         let listed = session.list_tools().await.map_err(|e| e.to_string())?;
+        self.name_tools(name, &listed).await
+    }
+
+    /// Refuses a tool list over the catalog limits.
+    fn check_catalog_limits(&self, listed: &[serde_json::Value]) -> Result<(), String> {
+        use crate::catalog::{MAX_CATALOG_BYTES, MAX_TOOLS_PER_SERVICE};
         let bytes: usize = listed.iter().map(|t| t.to_string().len()).sum();
         if listed.len() > MAX_TOOLS_PER_SERVICE || bytes > MAX_CATALOG_BYTES {
             return Err(format!(
@@ -494,6 +663,19 @@ impl Inner {
                 listed.len()
             ));
         }
+        Ok(())
+    }
+
+    /// Names `listed` (MCP tool JSON) under the service's frozen namespace and replaces
+    /// its catalog entries. Returns the tool count.
+    async fn name_tools(&self, name: &str, listed: &[serde_json::Value]) -> Result<usize, String> {
+        use crate::plugin::{ServiceInfo, convert};
+        let service = &self.services[name];
+        let pipeline = service
+            .pipeline
+            .as_ref()
+            .ok_or("the service has no plugin pipeline")?;
+        self.check_catalog_limits(listed)?;
         let tools: Vec<_> = listed
             .iter()
             .filter_map(|t| {

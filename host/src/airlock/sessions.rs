@@ -165,7 +165,7 @@ impl Inner {
                 "service \"{service_name}\" is disabled"
             )));
         }
-        if service.pipeline.is_none() {
+        if service.pipeline.is_none() || !service.config.repair.is_empty() {
             let reason = service
                 .health
                 .lock()
@@ -286,13 +286,18 @@ impl Inner {
                 )
             }
             TransportConfig::Http { url, headers, auth } => {
+                let mut headers = headers.clone();
                 if auth.is_some() {
-                    return Err(format!(
-                        "service \"{name}\" needs OAuth authorization, which this build does not support yet"
-                    ));
+                    // Never interactive here: without usable tokens this fails with a
+                    // message naming `airlock servers auth NAME`.
+                    let token = crate::oauth::access_token(&self.secret_store, name, url)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let (key, value) = crate::oauth::authorization_header(&token);
+                    headers.insert(key, value);
                 }
                 (
-                    Session::connect_http(url, headers, config.startup_timeout, client)
+                    Session::connect_http(url, &headers, config.startup_timeout, client)
                         .await
                         .map_err(|e| e.to_string())?,
                     None,

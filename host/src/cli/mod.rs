@@ -1,8 +1,10 @@
 //! The `airlock` command line: argument parsing and one function per command. Every
 //! command accepts `--config FILE` (repeatable), `--data-dir DIR` and `--json`.
 
+mod import_cmd;
 mod plugin_cmd;
 mod render;
+mod servers_cmd;
 
 pub use render::call_json as render_call_json;
 
@@ -110,6 +112,14 @@ pub enum Command {
     },
     /// Show every configured server's state.
     Status,
+    /// Manage servers kept in Airlock's registry (add, list, test, auth…).
+    Servers {
+        /// What to do.
+        #[command(subcommand)]
+        command: servers_cmd::ServersCommand,
+    },
+    /// Preview (and with --apply, import) servers defined in other MCP clients.
+    Import(import_cmd::ImportArgs),
     /// Inspect and replay plugins.
     Plugin {
         /// What to do.
@@ -174,14 +184,23 @@ pub fn data_dir(cli: &Cli) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(".airlock"))
 }
 
+fn project_dir() -> Result<PathBuf, String> {
+    std::env::current_dir().map_err(|e| format!("cannot read the current folder: {e}"))
+}
+
+fn config_sources(cli: &Cli) -> Result<ConfigSources, String> {
+    Ok(ConfigSources::discover(&project_dir()?, cli.config.clone()))
+}
+
+fn open_servers(cli: &Cli) -> Result<crate::servers::Servers, String> {
+    crate::servers::Servers::open(&data_dir(cli), &project_dir()?).map_err(|e| e.to_string())
+}
+
+/// The config files merged with the registry's services.
 fn load_config(cli: &Cli) -> Result<Config, String> {
-    let cwd =
-        std::env::current_dir().map_err(|e| format!("cannot read the current folder: {e}"))?;
-    Config::load(
-        &ConfigSources::discover(&cwd, cli.config.clone()),
-        &process_env,
-    )
-    .map_err(|e| e.to_string())
+    open_servers(cli)?
+        .load_config(&config_sources(cli)?, &process_env)
+        .map_err(|e| e.to_string())
 }
 
 fn options(cli: &Cli) -> Result<AirlockOptions, String> {
@@ -219,6 +238,8 @@ async fn dispatch(cli: &Cli) -> Result<ExitCode, String> {
         }
         Command::Demo => crate::demo::run_demo(cli).await,
         Command::Plugin { command } => plugin_cmd::run(cli, command).await,
+        Command::Servers { command } => servers_cmd::run(cli, command).await,
+        Command::Import(args) => import_cmd::run(cli, args).await,
         Command::Tools { search } => {
             let airlock = start(cli, load_config(cli)?, false).await?;
             let tools = match search {

@@ -178,6 +178,55 @@ pub struct ServerConfig {
     pub adapters: Adapters,
     /// The plugins' configuration.
     pub adapter_config: AdapterConfig,
+    /// Why the definition cannot work until someone fixes it (a secret missing from the
+    /// store, an env reference an import could not resolve…). A service with repair
+    /// reasons is reported failed and never launched.
+    pub repair: Vec<String>,
+}
+
+impl ServerConfig {
+    /// A digest of everything that decides how the service launches: the transport,
+    /// command, args, cwd, env, URL, headers and auth. Secret values enter only as their
+    /// names, so the digest reveals nothing. A tested catalog is fresh while this digest
+    /// is unchanged; the label, description, timeouts and plugins do not count.
+    pub fn launch_digest(&self) -> String {
+        let secrets: BTreeSet<String> = crate::secrets::known_secrets(self)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        let masked = |map: &BTreeMap<String, String>| -> BTreeMap<String, String> {
+            map.iter()
+                .map(|(k, v)| {
+                    let shown = if secrets.contains(k) {
+                        "<secret>".to_string()
+                    } else {
+                        v.clone()
+                    };
+                    (k.clone(), shown)
+                })
+                .collect()
+        };
+        let launch = match &self.transport {
+            TransportConfig::Stdio { command, args, env } => serde_json::json!({
+                "type": "stdio", "command": command, "args": args, "env": masked(env),
+                "cwd": self.cwd,
+            }),
+            TransportConfig::Http { url, headers, auth } => serde_json::json!({
+                "type": "http", "url": url, "headers": masked(headers), "auth": auth,
+            }),
+        };
+        crate::results::digest(launch.to_string().as_bytes())
+    }
+}
+
+/// Server definitions that do not come from files (the registry), merged in with the
+/// files: user-scope ones after the user file, project-scope ones after the project file.
+#[derive(Debug, Clone, Default)]
+pub struct ExtraServers {
+    /// Applied after the user file.
+    pub user: Vec<ServerConfig>,
+    /// Applied after the project file (and before `--config` files).
+    pub project: Vec<ServerConfig>,
 }
 
 /// Sandbox limits applied to every plugin call.
@@ -252,13 +301,53 @@ impl Config {
         sources: &ConfigSources,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        let mut files: Vec<(PathBuf, bool)> = Vec::new();
-        files.extend(sources.user.iter().map(|p| (p.clone(), false)));
-        files.extend(sources.project.iter().map(|p| (p.clone(), false)));
-        files.extend(sources.explicit.iter().map(|p| (p.clone(), true)));
+        Config::load_with(sources, ExtraServers::default(), env)
+    }
+
+    /// Like [`Config::load`], with registry definitions merged in at their scope's place:
+    /// user file, user registry, project file, project registry, `--config` files. A later
+    /// definition of a name replaces an earlier one whole.
+    pub fn load_with(
+        sources: &ConfigSources,
+        extra: ExtraServers,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        enum Layer {
+            File(PathBuf, bool),
+            Servers(Vec<ServerConfig>),
+        }
+        enum Entry {
+            Raw(PathBuf, Value),
+            Parsed(Box<ServerConfig>),
+        }
+        let mut layers: Vec<Layer> = Vec::new();
+        layers.extend(sources.user.iter().map(|p| Layer::File(p.clone(), false)));
+        layers.push(Layer::Servers(extra.user));
+        layers.extend(
+            sources
+                .project
+                .iter()
+                .map(|p| Layer::File(p.clone(), false)),
+        );
+        layers.push(Layer::Servers(extra.project));
+        layers.extend(
+            sources
+                .explicit
+                .iter()
+                .map(|p| Layer::File(p.clone(), true)),
+        );
         let mut config = Config::default();
-        let mut raw_servers: BTreeMap<String, (PathBuf, Value)> = BTreeMap::new();
-        for (file, required) in files {
+        let mut raw_servers: BTreeMap<String, Entry> = BTreeMap::new();
+        for layer in layers {
+            let (file, required) = match layer {
+                Layer::File(file, required) => (file, required),
+                Layer::Servers(servers) => {
+                    for server in servers {
+                        raw_servers.insert(server.name.clone(), Entry::Parsed(Box::new(server)));
+                    }
+                    continue;
+                }
+            };
             let text = match std::fs::read_to_string(&file) {
                 Ok(t) => t,
                 Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => continue,
@@ -274,15 +363,29 @@ impl Config {
                 config.sandbox = limits;
             }
             for (name, value) in document.servers {
-                raw_servers.insert(name, (file.clone(), value));
+                raw_servers.insert(name, Entry::Raw(file.clone(), value));
             }
             config.files.push(file);
         }
-        for (name, (file, value)) in raw_servers {
-            let server = parse::parse_server(&name, &file, &value, env)?;
+        for (name, entry) in raw_servers {
+            let server = match entry {
+                Entry::Raw(file, value) => parse::parse_server(&name, &file, &value, env)?,
+                Entry::Parsed(server) => *server,
+            };
             config.servers.insert(name, server);
         }
         Ok(config)
+    }
+
+    /// Validates one server entry given in config syntax (a JSON object), as if it were
+    /// `mcp_servers.NAME` in `source`.
+    pub fn parse_entry(
+        name: &str,
+        source: &Path,
+        entry: &Value,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<ServerConfig, ConfigError> {
+        parse::parse_server(name, source, entry, env)
     }
 
     /// Parses a single document held in memory (used for the bundled demo config).

@@ -319,6 +319,7 @@ pub(super) fn parse_server(
             .collect::<BTreeSet<_>>(),
         adapters,
         adapter_config,
+        repair: Vec::new(),
     })
 }
 

@@ -1,6 +1,14 @@
 //! Persistent state in an embedded SQLite database (`registry.db` in the data
-//! directory), with versioned migrations: frozen namespaces and grants; later tables
-//! (services, tested catalogs) arrive as further migrations.
+//! directory), with versioned migrations: frozen namespaces, grants, services managed by
+//! `airlock servers` (secret values are only referenced), tested catalogs, the index of
+//! retained results, and import previews.
+
+mod services;
+
+pub use services::{
+    ImportPreview, ResultEntry, Scope, ServiceKey, ServiceRecord, StoredCatalog, StoredTransport,
+    StoredValue,
+};
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -23,12 +31,81 @@ const MIGRATIONS: &[&str] = &[
         created_at INTEGER NOT NULL DEFAULT (unixepoch()),
         PRIMARY KEY (agent, service)
     );",
+    "CREATE TABLE services (
+        id                   INTEGER PRIMARY KEY,
+        scope                TEXT NOT NULL CHECK (scope IN ('user', 'project')),
+        project              TEXT NOT NULL DEFAULT '',
+        name                 TEXT NOT NULL,
+        label                TEXT,
+        description          TEXT,
+        transport            TEXT NOT NULL CHECK (transport IN ('stdio', 'http')),
+        command              TEXT,
+        args                 TEXT NOT NULL DEFAULT '[]',
+        cwd                  TEXT,
+        env                  TEXT NOT NULL DEFAULT '{}',
+        url                  TEXT,
+        headers              TEXT NOT NULL DEFAULT '{}',
+        auth                 TEXT,
+        enabled              INTEGER NOT NULL DEFAULT 1,
+        startup_timeout_secs REAL,
+        tool_timeout_secs    REAL,
+        adapters             TEXT,
+        adapter_config       TEXT,
+        repair               TEXT NOT NULL DEFAULT '[]',
+        origin               TEXT,
+        created_at           INTEGER NOT NULL DEFAULT (unixepoch()),
+        updated_at           INTEGER NOT NULL DEFAULT (unixepoch()),
+        UNIQUE (scope, project, name)
+    );
+    CREATE TABLE catalogs (
+        service          TEXT PRIMARY KEY NOT NULL,
+        launch_digest    TEXT NOT NULL,
+        tested_at        INTEGER NOT NULL DEFAULT (unixepoch()),
+        protocol_version TEXT NOT NULL,
+        server_name      TEXT NOT NULL,
+        server_version   TEXT NOT NULL,
+        transport        TEXT NOT NULL,
+        tools            TEXT NOT NULL
+    );
+    CREATE TABLE results (
+        output_id  TEXT PRIMARY KEY NOT NULL,
+        service    TEXT NOT NULL,
+        agent      TEXT NOT NULL,
+        size       INTEGER NOT NULL,
+        digest     TEXT NOT NULL,
+        complete   INTEGER NOT NULL,
+        redacted   INTEGER NOT NULL,
+        created_at INTEGER NOT NULL DEFAULT (unixepoch())
+    );
+    CREATE INDEX results_by_service ON results (service, created_at);
+    CREATE TABLE import_previews (
+        id         INTEGER PRIMARY KEY,
+        created_at INTEGER NOT NULL DEFAULT (unixepoch()),
+        request    TEXT NOT NULL,
+        entries    TEXT NOT NULL
+    );",
 ];
 
 /// A registry error.
 #[derive(Debug, thiserror::Error)]
-#[error("registry database: {0}")]
-pub struct RegistryError(#[from] rusqlite::Error);
+pub enum RegistryError {
+    /// The database failed.
+    #[error("registry database: {0}")]
+    Db(#[from] rusqlite::Error),
+    /// A stored row does not decode (the message names the row and column).
+    #[error("registry database: {0}")]
+    Corrupt(String),
+    /// `add` found the name taken in the same scope.
+    #[error(
+        "a server named \"{name}\" already exists in the {scope} scope; remove it first or choose another name"
+    )]
+    Exists {
+        /// The name.
+        name: String,
+        /// The scope.
+        scope: Scope,
+    },
+}
 
 /// The registry database.
 pub struct Registry {

@@ -1,6 +1,10 @@
 //! Known secrets: the values Airlock must never let out. For now these are the values of
 //! a service's env vars and headers that are marked secret (`secret_env`) or whose names
-//! look like credentials.
+//! look like credentials — and the store where secret values live ([`SecretStore`]).
+
+mod store;
+
+pub use store::{BackendKind, SecretError, SecretStore, new_reference};
 
 use crate::config::{ServerConfig, TransportConfig};
 

@@ -1,0 +1,311 @@
+//! `airlock import`: preview the servers other MCP clients define (changing nothing),
+//! then `--apply NAME…` or `--apply all` within ten minutes to import a selection.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use super::{Cli, open_servers, project_dir};
+use crate::config::process_env;
+use crate::import::{Candidate, Client, ImportSources, ImportedTransport, Scan};
+use crate::registry::Scope;
+use crate::servers::{Draft, DraftTransport, GivenValue};
+
+/// How long a preview stays valid, in seconds.
+pub const PREVIEW_TTL_SECS: i64 = 600;
+
+/// `airlock import` arguments.
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {
+    /// Only this client: claude-code, cursor, codex, gemini, vscode or muse-code.
+    #[arg(long = "from", value_name = "CLIENT")]
+    pub from: Option<String>,
+    /// The project folder whose client files to read (default: the current folder).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Import these entries of the last preview (or `all`).
+    #[arg(long, num_args = 1.., value_name = "NAME")]
+    pub apply: Vec<String>,
+    /// Where imported servers go: user or project.
+    #[arg(long, default_value = "user")]
+    pub scope: String,
+}
+
+fn home() -> Result<PathBuf, String> {
+    std::env::var_os("HOME")
+        .or_else(|| std::env::var_os("USERPROFILE"))
+        .map(PathBuf::from)
+        .ok_or_else(|| "cannot find the home folder: HOME is not set".to_string())
+}
+
+/// Runs `airlock import`.
+pub async fn run(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, String> {
+    let only = args.from.as_deref().map(Client::parse).transpose()?;
+    let scope = Scope::parse(&args.scope)?;
+    let workspace = match &args.workspace {
+        Some(w) => {
+            std::path::absolute(w).map_err(|e| format!("--workspace {}: {e}", w.display()))?
+        }
+        None => project_dir()?,
+    };
+    if !workspace.is_dir() {
+        return Err(format!(
+            "--workspace \"{}\" is not a folder",
+            workspace.display()
+        ));
+    }
+    let home = home()?;
+    let scan = crate::import::scan(&ImportSources {
+        home: &home,
+        workspace: Some(&workspace),
+        env: &process_env,
+        only,
+    });
+    let request = json!({"from": only.map(|c| c.name()), "workspace": workspace});
+    let servers = open_servers(cli)?;
+    if args.apply.is_empty() {
+        preview(cli, &servers, &scan, &request)
+    } else {
+        apply(cli, &servers, &scan, &request, &args.apply, scope)
+    }
+}
+
+fn preview(
+    cli: &Cli,
+    servers: &crate::servers::Servers,
+    scan: &Scan,
+    request: &serde_json::Value,
+) -> Result<ExitCode, String> {
+    let entries: BTreeMap<String, String> = scan
+        .candidates
+        .iter()
+        .map(|c| (c.name.clone(), c.digest()))
+        .collect();
+    servers
+        .registry()
+        .save_import_preview(request, &entries)
+        .map_err(|e| e.to_string())?;
+    let masked: Vec<Candidate> = scan.candidates.iter().map(Candidate::masked).collect();
+    if cli.json {
+        println!(
+            "{}",
+            json!({
+                "candidates": masked,
+                "problems": scan.problems,
+                "files_read": scan.files_read,
+                "expires_in_secs": PREVIEW_TTL_SECS,
+            })
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if masked.is_empty() && scan.problems.is_empty() {
+        println!("No MCP servers found in other clients' files.");
+    }
+    for c in &masked {
+        println!(
+            "{}  (from {}, {})",
+            c.name,
+            c.client.name(),
+            c.source.display()
+        );
+        match &c.transport {
+            ImportedTransport::Stdio {
+                command,
+                args,
+                cwd,
+                env,
+            } => {
+                println!("    command: {command}");
+                if !args.is_empty() {
+                    println!(
+                        "    args:    {}",
+                        serde_json::to_string(args).expect("json")
+                    );
+                }
+                if let Some(cwd) = cwd {
+                    println!("    cwd:     {cwd}");
+                }
+                for (k, v) in env {
+                    let tag = if v.secret { " (secret)" } else { "" };
+                    println!("    env:     {k}={}{tag}", v.value);
+                }
+            }
+            ImportedTransport::Http { url, headers } => {
+                println!("    url:     {url}");
+                for (k, v) in headers {
+                    let tag = if v.secret { " (secret)" } else { "" };
+                    println!("    header:  {k}: {}{tag}", v.value);
+                }
+            }
+        }
+        if !c.enabled {
+            println!("    arrives disabled");
+        }
+        if let Some(t) = c.tool_timeout_secs {
+            println!("    tool timeout: {t} s");
+        }
+        for r in &c.repair {
+            println!("    needs repair: {r}");
+        }
+        for n in &c.notes {
+            println!("    note: {n}");
+        }
+    }
+    for p in &scan.problems {
+        eprintln!("airlock: skipped: {p}");
+    }
+    if !masked.is_empty() {
+        println!(
+            "\nNothing was changed. To import, run within 10 minutes: airlock import --apply NAME… (or --apply all), with the same --from/--workspace."
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn apply(
+    cli: &Cli,
+    servers: &crate::servers::Servers,
+    scan: &Scan,
+    request: &serde_json::Value,
+    names: &[String],
+    scope: Scope,
+) -> Result<ExitCode, String> {
+    let registry = servers.registry();
+    let preview = registry
+        .latest_import_preview()
+        .map_err(|e| e.to_string())?
+        .ok_or("no import preview: run `airlock import` first, check the list, then --apply")?;
+    let age = registry.now().map_err(|e| e.to_string())? - preview.created_at;
+    if age > PREVIEW_TTL_SECS {
+        return Err(format!(
+            "the import preview expired ({} minutes old; previews last 10): run `airlock import` again",
+            age / 60
+        ));
+    }
+    if &preview.request != request {
+        return Err(format!(
+            "the last preview was made with other options ({}); run `airlock import` with the same --from and --workspace first",
+            preview.request
+        ));
+    }
+    let selected: Vec<String> = if names.iter().any(|n| n == "all") {
+        preview.entries.keys().cloned().collect()
+    } else {
+        for n in names {
+            if !preview.entries.contains_key(n) {
+                return Err(format!(
+                    "\"{n}\" was not in the import preview (entries: {})",
+                    preview
+                        .entries
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+        names.to_vec()
+    };
+    let mut imported = Vec::new();
+    let mut failed = Vec::new();
+    for name in selected {
+        let current = scan.candidates.iter().find(|c| c.name == name);
+        let outcome = match current {
+            None => Err(format!(
+                "\"{name}\" is no longer in its source file; run `airlock import` again"
+            )),
+            Some(c) if c.digest() != preview.entries[&name] => Err(format!(
+                "\"{name}\" changed in \"{}\" since the preview; run `airlock import` again",
+                c.source.display()
+            )),
+            Some(c) => servers
+                .add(draft(c, scope), &process_env)
+                .map(|_| c)
+                .map_err(|e| format!("\"{name}\": {e}")),
+        };
+        match outcome {
+            Ok(c) => imported.push(json!({
+                "name": c.name,
+                "client": c.client.name(),
+                "enabled": c.enabled,
+                "repair": c.repair,
+            })),
+            Err(e) => failed.push(e),
+        }
+    }
+    if cli.json {
+        println!(
+            "{}",
+            json!({"ok": failed.is_empty(), "imported": imported, "failed": failed})
+        );
+    } else {
+        for i in &imported {
+            let state = if i["enabled"] == true {
+                ""
+            } else {
+                " (disabled)"
+            };
+            println!(
+                "Imported {}{state} from {}.",
+                i["name"].as_str().unwrap_or("?"),
+                i["client"].as_str().unwrap_or("?")
+            );
+            for r in i["repair"].as_array().into_iter().flatten() {
+                println!("    needs repair: {}", r.as_str().unwrap_or(""));
+            }
+        }
+        for e in &failed {
+            eprintln!("airlock: not imported: {e}");
+        }
+        if !imported.is_empty() {
+            println!("Run `airlock servers test NAME` to offer an imported server's tools.");
+        }
+    }
+    Ok(if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The registry draft for a candidate. Secret values that could not be resolved stay
+/// empty and plain (the entry is marked for repair); the rest go to the secret store.
+fn draft(c: &Candidate, scope: Scope) -> Draft {
+    let given = |v: &crate::import::ImportedValue| GivenValue {
+        value: v.value.clone(),
+        secret: v.secret && !v.value.is_empty(),
+    };
+    let transport = match &c.transport {
+        ImportedTransport::Stdio {
+            command, args, env, ..
+        } => DraftTransport::Stdio {
+            command: command.clone(),
+            args: args.clone(),
+            env: env.iter().map(|(k, v)| (k.clone(), given(v))).collect(),
+        },
+        ImportedTransport::Http { url, headers } => DraftTransport::Http {
+            url: url.clone(),
+            headers: headers.iter().map(|(k, v)| (k.clone(), given(v))).collect(),
+            auth: None,
+        },
+    };
+    let cwd = match &c.transport {
+        ImportedTransport::Stdio { cwd, .. } => cwd.clone(),
+        ImportedTransport::Http { .. } => None,
+    };
+    Draft {
+        name: c.name.clone(),
+        scope,
+        label: None,
+        description: None,
+        transport,
+        cwd,
+        enabled: c.enabled,
+        startup_timeout_secs: c.startup_timeout_secs.map(|s| s as f64),
+        tool_timeout_secs: c.tool_timeout_secs.map(|s| s as f64),
+        repair: c.repair.clone(),
+        origin: format!("imported from {} ({})", c.client.name(), c.source.display()),
+    }
+}

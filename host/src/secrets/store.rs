@@ -1,0 +1,284 @@
+//! The secret store: where secret values (env vars and headers marked secret, OAuth
+//! tokens) live. The registry keeps only a reference (`secret:<uuid>`).
+//!
+//! Two backends:
+//! - the OS credential store through the `keyring` crate (macOS Keychain, Windows
+//!   Credential Manager; on Linux the kernel keyring, which does not survive a reboot, so
+//!   it is used there only when asked for);
+//! - a file, `secrets/secrets.json` in the data directory, mode 0600 inside a 0700
+//!   folder, replaced atomically on every write — the fallback for headless machines.
+//!
+//! `AIRLOCK_SECRET_STORE=keyring|file` chooses; the default is the keyring on macOS and
+//! Windows and the file elsewhere.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// The folder (inside the data directory) holding the file backend.
+pub const SECRETS_DIR: &str = "secrets";
+/// The file backend's file name.
+pub const SECRETS_FILE: &str = "secrets.json";
+
+/// A secret-store failure. Messages name the key and the backend, never the value.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    /// The secrets file could not be read or written.
+    #[error("secret store file \"{path}\": {message}")]
+    File {
+        /// The file or folder.
+        path: PathBuf,
+        /// What failed.
+        message: String,
+    },
+    /// The OS credential store refused.
+    #[error("OS credential store, entry \"{key}\": {message}")]
+    Keyring {
+        /// The entry.
+        key: String,
+        /// What failed.
+        message: String,
+    },
+    /// `AIRLOCK_SECRET_STORE` names no backend.
+    #[error("AIRLOCK_SECRET_STORE is \"{0}\"; expected \"keyring\" or \"file\"")]
+    UnknownBackend(String),
+}
+
+/// Which backend a store uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendKind {
+    /// The OS credential store.
+    Keyring,
+    /// The 0600 file in the data directory.
+    File,
+}
+
+enum Backend {
+    Keyring { service: String },
+    File { path: PathBuf, lock: Mutex<()> },
+}
+
+/// A handle on the secret store. Cheap to clone.
+#[derive(Clone)]
+pub struct SecretStore {
+    backend: Arc<Backend>,
+}
+
+impl std::fmt::Debug for SecretStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretStore")
+            .field("backend", &self.kind())
+            .finish()
+    }
+}
+
+impl SecretStore {
+    /// Opens the store for `data_dir`, choosing the backend from `AIRLOCK_SECRET_STORE`
+    /// (default: keyring on macOS and Windows, file elsewhere).
+    pub fn open(data_dir: &Path) -> Result<SecretStore, SecretError> {
+        let choice = std::env::var("AIRLOCK_SECRET_STORE").ok();
+        let kind = match choice.as_deref() {
+            Some("keyring") => BackendKind::Keyring,
+            Some("file") => BackendKind::File,
+            Some(other) => return Err(SecretError::UnknownBackend(other.to_string())),
+            None if cfg!(any(target_os = "macos", target_os = "windows")) => BackendKind::Keyring,
+            None => BackendKind::File,
+        };
+        match kind {
+            BackendKind::File => SecretStore::open_file(&data_dir.join(SECRETS_DIR)),
+            BackendKind::Keyring => Ok(SecretStore::open_keyring(data_dir)),
+        }
+    }
+
+    /// The file backend in `dir` (created 0700 if missing; the file is 0600).
+    pub fn open_file(dir: &Path) -> Result<SecretStore, SecretError> {
+        let err = |message: String| SecretError::File {
+            path: dir.to_path_buf(),
+            message,
+        };
+        std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| err(e.to_string()))?;
+        }
+        Ok(SecretStore {
+            backend: Arc::new(Backend::File {
+                path: dir.join(SECRETS_FILE),
+                lock: Mutex::new(()),
+            }),
+        })
+    }
+
+    /// The OS credential store, with entries scoped to `data_dir` (so two data
+    /// directories never share secrets).
+    pub fn open_keyring(data_dir: &Path) -> SecretStore {
+        let scope = crate::results::digest(data_dir.to_string_lossy().as_bytes());
+        SecretStore {
+            backend: Arc::new(Backend::Keyring {
+                service: format!("airlock:{}", &scope[7..19]),
+            }),
+        }
+    }
+
+    /// Which backend this store uses.
+    pub fn kind(&self) -> BackendKind {
+        match &*self.backend {
+            Backend::Keyring { .. } => BackendKind::Keyring,
+            Backend::File { .. } => BackendKind::File,
+        }
+    }
+
+    /// The value stored under `key`, if any.
+    pub fn get(&self, key: &str) -> Result<Option<String>, SecretError> {
+        match &*self.backend {
+            Backend::Keyring { service } => match entry(service, key)?.get_password() {
+                Ok(v) => Ok(Some(v)),
+                Err(keyring::Error::NoEntry) => Ok(None),
+                Err(e) => Err(keyring_err(key, e)),
+            },
+            Backend::File { path, lock } => {
+                let _guard = lock.lock().expect("secret store lock poisoned");
+                Ok(read_file(path)?.remove(key))
+            }
+        }
+    }
+
+    /// Stores `value` under `key`, replacing any earlier value. (Callers validate values
+    /// a user typed with [`super::validate_secret`]; tokens may be longer.)
+    pub fn put(&self, key: &str, value: &str) -> Result<(), SecretError> {
+        match &*self.backend {
+            Backend::Keyring { service } => entry(service, key)?
+                .set_password(value)
+                .map_err(|e| keyring_err(key, e)),
+            Backend::File { path, lock } => {
+                let _guard = lock.lock().expect("secret store lock poisoned");
+                let mut all = read_file(path)?;
+                all.insert(key.to_string(), value.to_string());
+                write_file(path, &all)
+            }
+        }
+    }
+
+    /// Deletes `key`. Returns whether it existed.
+    pub fn delete(&self, key: &str) -> Result<bool, SecretError> {
+        match &*self.backend {
+            Backend::Keyring { service } => match entry(service, key)?.delete_credential() {
+                Ok(()) => Ok(true),
+                Err(keyring::Error::NoEntry) => Ok(false),
+                Err(e) => Err(keyring_err(key, e)),
+            },
+            Backend::File { path, lock } => {
+                let _guard = lock.lock().expect("secret store lock poisoned");
+                let mut all = read_file(path)?;
+                let existed = all.remove(key).is_some();
+                if existed {
+                    write_file(path, &all)?;
+                }
+                Ok(existed)
+            }
+        }
+    }
+}
+
+fn entry(service: &str, key: &str) -> Result<keyring::Entry, SecretError> {
+    keyring::Entry::new(service, key).map_err(|e| keyring_err(key, e))
+}
+
+fn keyring_err(key: &str, e: keyring::Error) -> SecretError {
+    SecretError::Keyring {
+        key: key.to_string(),
+        message: e.to_string(),
+    }
+}
+
+fn read_file(path: &Path) -> Result<BTreeMap<String, String>, SecretError> {
+    let err = |message: String| SecretError::File {
+        path: path.to_path_buf(),
+        message,
+    };
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+            err(format!(
+                "not a valid secrets file ({e}); it was left as it is"
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+        Err(e) => Err(err(e.to_string())),
+    }
+}
+
+fn write_file(path: &Path, all: &BTreeMap<String, String>) -> Result<(), SecretError> {
+    use std::io::Write;
+    let err = |message: String| SecretError::File {
+        path: path.to_path_buf(),
+        message,
+    };
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let bytes = serde_json::to_vec(all).expect("a string map serializes");
+    let written = options.open(&tmp).and_then(|mut f| {
+        f.write_all(&bytes)?;
+        f.sync_all()
+    });
+    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(err(e.to_string()));
+    }
+    Ok(())
+}
+
+/// A new reference for a secret value (what the registry stores instead of it).
+pub fn new_reference() -> String {
+    format!("secret:{}", uuid::Uuid::new_v4())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_backend_round_trip_with_private_permissions() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SecretStore::open_file(&dir.path().join("secrets")).unwrap();
+        assert_eq!(store.get("a").unwrap(), None);
+        store.put("a", " spaced value ").unwrap();
+        store.put("b", "two").unwrap();
+        assert_eq!(store.get("a").unwrap().as_deref(), Some(" spaced value "));
+        assert!(store.delete("b").unwrap());
+        assert!(!store.delete("b").unwrap());
+        let reopened = SecretStore::open_file(&dir.path().join("secrets")).unwrap();
+        assert_eq!(
+            reopened.get("a").unwrap().as_deref(),
+            Some(" spaced value ")
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(&dir.path().join("secrets")), 0o700);
+            assert_eq!(mode(&dir.path().join("secrets").join(SECRETS_FILE)), 0o600);
+        }
+    }
+
+    #[test]
+    fn a_corrupt_file_is_an_error_and_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SecretStore::open_file(dir.path()).unwrap();
+        std::fs::write(dir.path().join(SECRETS_FILE), "{not json").unwrap();
+        let e = store.put("a", "b").unwrap_err().to_string();
+        assert!(e.contains("not a valid secrets file"), "{e}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(SECRETS_FILE)).unwrap(),
+            "{not json"
+        );
+    }
+}

@@ -85,11 +85,13 @@ fn summary_passed(log: &str) -> bool {
         })
 }
 
-/// The OAuth scenarios are the OAuth issue's target; this records how many pass.
-/// Run with `cargo test --test conformance -- --ignored --nocapture`.
+/// The OAuth client scenarios (`auth/*`): the ones Airlock's OAuth supports must pass;
+/// the count is printed (`--nocapture`) for the README. Not supported, so expected to
+/// fail: client ID metadata documents (`basic-cimd`), pre-registered clients,
+/// client-credentials grants, and authorization servers whose metadata names an issuer
+/// other than the one discovered (`metadata-var2/3`, refused by rmcp's issuer check).
 #[test]
-#[ignore]
-fn record_auth_scenarios() {
+fn auth_scenarios() {
     let list = Command::new("node")
         .arg(suite())
         .arg("list")
@@ -102,13 +104,32 @@ fn record_auth_scenarios() {
         .filter_map(|l| l.strip_prefix("- "))
         .filter(|s| s.starts_with("auth/"))
         .collect();
+    let must_pass = [
+        "auth/metadata-default",
+        "auth/metadata-var1",
+        "auth/scope-from-www-authenticate",
+        "auth/scope-from-scopes-supported",
+        "auth/scope-omitted-when-undefined",
+        "auth/scope-step-up",
+        "auth/scope-retry-limit",
+        "auth/token-endpoint-auth-basic",
+        "auth/token-endpoint-auth-post",
+        "auth/token-endpoint-auth-none",
+        "auth/resource-mismatch",
+        "auth/2025-03-26-oauth-metadata-backcompat",
+        "auth/2025-03-26-oauth-endpoint-fallback",
+    ];
     let mut passed = 0;
+    let mut regressions = Vec::new();
     for s in &scenarios {
-        let (ok, checks, _log) = run(s, 8_000);
-        let (ok, _checks, log) = (ok, checks, _log);
+        let (ok, _checks, log) = run(s, 20_000);
         let good = ok && summary_passed(&log);
         passed += good as usize;
         println!("{s}: {}", if good { "pass" } else { "fail" });
+        if !good && must_pass.contains(s) {
+            regressions.push(format!("{s}:\n{log}"));
+        }
     }
     println!("auth scenarios: {passed}/{} pass", scenarios.len());
+    assert!(regressions.is_empty(), "{}", regressions.join("\n\n"));
 }

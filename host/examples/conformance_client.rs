@@ -137,7 +137,14 @@ async fn challenge(
         let (name, value) = oauth::authorization_header(token);
         request = request.header(name, value);
     }
-    let response = request.send().await.ok()?;
+    let response = match request.send().await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("probe request failed: {e}");
+            return None;
+        }
+    };
+    eprintln!("probe answered {}", response.status());
     if !matches!(response.status().as_u16(), 401 | 403) {
         return None;
     }
@@ -269,25 +276,42 @@ async fn run(url: &str, scratch: &Path) -> ExitCode {
         // Would authorization help? Probe with the request that failed: the tool list
         // when the service did not come up; once authorized, the failed call (never
         // replayed against a server that has not asked for authorization).
-        let probe = if !round.connected {
-            Some(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}))
+        // Probes: the handshake, then the tool list (a server may let the handshake
+        // through and guard only the requests after it).
+        let probes: Vec<Value> = if !round.connected {
+            vec![
+                json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "airlock-conformance-probe", "version": "0"}
+                }}),
+                json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}),
+            ]
         } else {
             match (&round.failed_call, &token) {
-                (Some((name, args)), Some(_)) => Some(json!({
+                (Some((name, args)), Some(_)) => vec![json!({
                     "jsonrpc": "2.0", "id": 1, "method": "tools/call",
                     "params": {"name": name, "arguments": args}
-                })),
-                _ => None,
+                })],
+                _ => Vec::new(),
             }
         };
-        let Some(probe) = probe else {
+        if probes.is_empty() {
             return ExitCode::FAILURE;
-        };
+        }
         if rounds >= MAX_AUTH_ROUNDS {
             eprintln!("giving up after {rounds} authorization rounds");
             return ExitCode::FAILURE;
         }
-        let Some(challenge) = challenge(&http, url, token.as_deref(), &probe).await else {
+        let mut asked = None;
+        for probe in &probes {
+            asked = challenge(&http, url, token.as_deref(), probe).await;
+            if asked.is_some() {
+                break;
+            }
+        }
+        let Some(challenge) = asked else {
+            eprintln!("the server did not ask for authorization; giving up");
             return ExitCode::FAILURE;
         };
         rounds += 1;

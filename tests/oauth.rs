@@ -157,6 +157,24 @@ fn authorize_refresh_and_logout_against_a_local_authorization_server() {
         "silent refresh: {second}"
     );
 
+    // A server echoing the access token gets it redacted.
+    let current = {
+        let store: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(ws.data().join("secrets/secrets.json")).unwrap())
+                .unwrap();
+        let record: serde_json::Value =
+            serde_json::from_str(store["oauth:secure"].as_str().unwrap()).unwrap();
+        find_key(&record, "access_token").remove(0)
+    };
+    let args = serde_json::json!({ "text": format!("token is {current}") }).to_string();
+    let out = run(
+        &["--json", "call", "mcp__secure__echo", "--args", &args],
+        &[],
+    );
+    let echoed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(echoed["redacted"], true, "{echoed}");
+    assert!(!echoed.to_string().contains(&current));
+
     // Tokens live only in the 0600 secret store: never in output, the server's log or
     // the registry database.
     let store: serde_json::Value =

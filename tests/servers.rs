@@ -135,6 +135,12 @@ fn stdio_round_trip_with_tested_catalog_staleness_and_a_secret_that_never_leaks(
             .unwrap()
             .contains("connected with token=")
     );
+    // The retained result is in the registry's index, owned by the calling agent.
+    let registry = airlock_host::registry::Registry::open(&ws.data()).unwrap();
+    let indexed = registry.results("fx", "default").unwrap();
+    assert_eq!(indexed[0].output_id, call["output_id"].as_str().unwrap());
+    assert!(indexed[0].redacted);
+    drop(registry);
     let (got, _) = ws.json(&["servers", "get", "fx"], &[]);
     assert_eq!(got["server"]["env"]["SERVICE_TOKEN"], "••••••", "{got}");
     assert_eq!(got["catalog"]["state"], "tested");

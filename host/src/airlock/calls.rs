@@ -265,7 +265,7 @@ impl Airlock {
 
         let result = convert::result_from_mcp(&reply.result);
         let secrets = service
-            .secrets
+            .secrets()
             .iter()
             .map(|(name, value)| Secret {
                 name: name.clone(),
@@ -275,7 +275,7 @@ impl Airlock {
         let processed = pipeline.process(result, secrets).await.map_err(|e| {
             CallError::new(
                 ErrorCode::AdapterError,
-                crate::launch::scrub(&e.to_string(), &service.secrets),
+                crate::launch::scrub(&e.to_string(), &service.secrets()),
             )
         })?;
         let text = convert::result_text(&processed.result);
@@ -413,7 +413,7 @@ impl Airlock {
             .session
             .read_resource(uri, svc.config.tool_timeout)
             .await?;
-        Ok(scrub_json(value, &svc.secrets))
+        Ok(scrub_json(value, &svc.secrets()))
     }
 
     /// Prompts of one service, or of every available service when `service` is `None`.
@@ -448,7 +448,7 @@ impl Airlock {
             .session
             .get_prompt(name, arguments, svc.config.tool_timeout)
             .await?;
-        Ok(scrub_json(value, &svc.secrets))
+        Ok(scrub_json(value, &svc.secrets()))
     }
 }
 

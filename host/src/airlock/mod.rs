@@ -184,8 +184,24 @@ struct Health {
 struct Service {
     config: ServerConfig,
     pipeline: Option<Arc<ServicePipeline>>,
-    secrets: Vec<(String, String)>,
+    secrets: RwLock<Vec<(String, String)>>,
     health: Mutex<Health>,
+}
+
+impl Service {
+    /// The known secrets to redact from this service's output and diagnostics.
+    fn secrets(&self) -> Vec<(String, String)> {
+        self.secrets.read().expect("secrets lock poisoned").clone()
+    }
+
+    /// Learns a secret at run time (an OAuth access token, say).
+    fn learn_secret(&self, name: &str, value: &str) {
+        let mut secrets = self.secrets.write().expect("secrets lock poisoned");
+        let entry = (name.to_string(), value.to_string());
+        if !value.is_empty() && !secrets.contains(&entry) {
+            secrets.push(entry);
+        }
+    }
 }
 
 pub(crate) struct Inner {
@@ -286,7 +302,7 @@ impl Airlock {
             })
         }
         .await;
-        let secrets = inner.services[&name].secrets.clone();
+        let secrets = inner.services[&name].secrets();
         airlock.close().await;
         outcome.map_err(|reason| StartError::Test {
             service: name.clone(),
@@ -375,7 +391,7 @@ impl Airlock {
                     Service {
                         config: server.clone(),
                         pipeline,
-                        secrets,
+                        secrets: RwLock::new(secrets),
                         health: Mutex::new(health),
                     },
                 )
@@ -607,7 +623,7 @@ impl Inner {
             match outcome {
                 Some(Ok(_)) => {}
                 Some(Err(reason)) => {
-                    let reason = crate::launch::scrub(&reason, &service.secrets);
+                    let reason = crate::launch::scrub(&reason, &service.secrets());
                     service.health.lock().expect("health lock poisoned").failed = Some(reason);
                 }
                 None => names.push(name.clone()),
@@ -632,7 +648,7 @@ impl Inner {
             };
             if let Err(reason) = outcome {
                 let service = &self.services[&name];
-                let reason = crate::launch::scrub(&reason, &service.secrets);
+                let reason = crate::launch::scrub(&reason, &service.secrets());
                 tracing::warn!(service = %name, "service failed: {reason}");
                 service.health.lock().expect("health lock poisoned").failed = Some(reason);
                 self.disconnect_now(crate::airlock::DEFAULT_AGENT, &name)

@@ -242,7 +242,7 @@ impl Inner {
             }
             Err(reason) => {
                 self.live.fetch_sub(1, Ordering::SeqCst);
-                let reason = crate::launch::scrub(&reason, &service.secrets);
+                let reason = crate::launch::scrub(&reason, &service.secrets());
                 service.health.lock().expect("health lock poisoned").failed = Some(reason.clone());
                 self.emit(Event::SessionChanged {
                     agent: agent.to_string(),
@@ -265,8 +265,7 @@ impl Inner {
         let service = &self.services[name];
         let roots = self.agent_roots(agent);
         let (tx, rx) = mpsc::unbounded_channel();
-        let client =
-            AirlockClient::new(name, roots.clone(), service.secrets.clone()).with_notices(tx);
+        let client = AirlockClient::new(name, roots.clone(), service.secrets()).with_notices(tx);
         let config = &service.config;
         let (session, cwd) = match &config.transport {
             TransportConfig::Stdio { command, args, env } => {
@@ -276,7 +275,7 @@ impl Inner {
                     args: args.clone(),
                     env: env.clone(),
                     cwd: cwd.clone(),
-                    secrets: service.secrets.clone(),
+                    secrets: service.secrets(),
                 };
                 (
                     Session::connect_stdio(&spec, config.startup_timeout, client)
@@ -293,6 +292,7 @@ impl Inner {
                     let token = crate::oauth::access_token(&self.secret_store, name, url)
                         .await
                         .map_err(|e| e.to_string())?;
+                    service.learn_secret("oauth access token", &token);
                     let (key, value) = crate::oauth::authorization_header(&token);
                     headers.insert(key, value);
                 }

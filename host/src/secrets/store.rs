@@ -9,7 +9,7 @@
 //!   folder, replaced atomically on every write — the fallback for headless machines.
 //!
 //! `AIRLOCK_SECRET_STORE=keyring|file` chooses; the default is the keyring on macOS and
-//! Windows and the file elsewhere.
+//! Windows when it answers a probe (else the file), and the file elsewhere.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -87,7 +87,21 @@ impl SecretStore {
         };
         match kind {
             BackendKind::File => SecretStore::open_file(&data_dir.join(SECRETS_DIR)),
-            BackendKind::Keyring => Ok(SecretStore::open_keyring(data_dir)),
+            BackendKind::Keyring if choice.is_some() => Ok(SecretStore::open_keyring(data_dir)),
+            BackendKind::Keyring => {
+                // The default: use the OS store when it answers (a headless session may
+                // have none), else fall back to the file.
+                let store = SecretStore::open_keyring(data_dir);
+                match store.probe() {
+                    Ok(()) => Ok(store),
+                    Err(e) => {
+                        tracing::info!(
+                            "OS credential store unavailable ({e}); using the secrets file"
+                        );
+                        SecretStore::open_file(&data_dir.join(SECRETS_DIR))
+                    }
+                }
+            }
         }
     }
 
@@ -119,6 +133,21 @@ impl SecretStore {
         SecretStore {
             backend: Arc::new(Backend::Keyring {
                 service: format!("airlock:{}", &scope[7..19]),
+            }),
+        }
+    }
+
+    /// Writes, reads back and deletes a probe entry.
+    fn probe(&self) -> Result<(), SecretError> {
+        const PROBE: &str = "airlock-probe";
+        self.put(PROBE, "probe")?;
+        let read = self.get(PROBE)?;
+        self.delete(PROBE)?;
+        match read.as_deref() {
+            Some("probe") => Ok(()),
+            _ => Err(SecretError::Keyring {
+                key: PROBE.into(),
+                message: "the value read back differs from the one written".into(),
             }),
         }
     }

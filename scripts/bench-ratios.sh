@@ -4,7 +4,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-cargo bench -p airlock-host --bench pipeline --bench catalog_results -- "$@"
+cargo bench -p airlock-host --bench pipeline --bench catalog_results --bench startup -- "$@"
 python3 - <<'PY'
 import json, pathlib
 base = pathlib.Path("target/criterion")

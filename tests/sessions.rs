@@ -489,6 +489,30 @@ async fn a_tool_list_change_refreshes_the_catalog() {
 }
 
 #[tokio::test]
+async fn resource_and_prompt_list_changes_are_events() {
+    let ws = Workspace::new(&python_fixture_entry("fx", ""));
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    let mut events = airlock.events();
+    airlock
+        .call("mcp__fx__announce_lists", json!({}), None)
+        .await
+        .unwrap();
+    let (mut resources, mut prompts) = (false, false);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !(resources && prompts) {
+        match tokio::time::timeout(Duration::from_millis(200), events.recv()).await {
+            Ok(Ok(Event::ResourcesChanged { service })) if service == "fx" => resources = true,
+            Ok(Ok(Event::PromptsChanged { service })) if service == "fx" => prompts = true,
+            _ if Instant::now() > deadline => {
+                panic!("events missing: resources {resources}, prompts {prompts}")
+            }
+            _ => {}
+        }
+    }
+    airlock.close().await;
+}
+
+#[tokio::test]
 async fn filesystem_server_follows_roots_changed_at_runtime() {
     let a = tempfile::tempdir().unwrap();
     let b = tempfile::tempdir().unwrap();

@@ -90,4 +90,14 @@ pub enum Event {
         /// The resource URI.
         uri: String,
     },
+    /// The server's resource list changed (list them again to see it).
+    ResourcesChanged {
+        /// The service.
+        service: String,
+    },
+    /// The server's prompt list changed (list them again to see it).
+    PromptsChanged {
+        /// The service.
+        service: String,
+    },
 }

@@ -427,7 +427,12 @@ async fn listen(
                 service: service.clone(),
                 uri,
             }),
-            ServerNotice::ResourcesChanged | ServerNotice::PromptsChanged => {}
+            ServerNotice::ResourcesChanged => inner.emit(Event::ResourcesChanged {
+                service: service.clone(),
+            }),
+            ServerNotice::PromptsChanged => inner.emit(Event::PromptsChanged {
+                service: service.clone(),
+            }),
         }
     }
 }

@@ -99,6 +99,16 @@ pub enum PluginError {
         /// The trap message.
         detail: String,
     },
+    /// The guest trapped in `describe`, when it was loaded (before any stage ran).
+    #[error("plugin {plugin} {kind} while describing itself at load: {detail}")]
+    DescribeTrap {
+        /// The plugin reference.
+        plugin: String,
+        /// How it trapped.
+        kind: TrapKind,
+        /// The trap message.
+        detail: String,
+    },
     /// The guest returned an error value.
     #[error("plugin {plugin} failed in the {stage} stage: {message}")]
     Failed {

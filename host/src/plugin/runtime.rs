@@ -353,8 +353,24 @@ impl PluginRuntime {
         pre: &InstancePre<PluginState>,
         api: &guest::plugin::GuestIndices,
     ) -> Result<PluginInfo, PluginError> {
-        let trap = |e: wasmtime::Error, store: &Store<PluginState>| {
-            super::instance::classify(reference, Stage::Naming, e, store)
+        // No stage runs yet: a trap here is reported as a load-time failure.
+        let trap = |e: wasmtime::Error, store: &Store<PluginState>| match super::instance::classify(
+            reference,
+            Stage::Naming,
+            e,
+            store,
+        ) {
+            PluginError::Trap {
+                plugin,
+                kind,
+                detail,
+                ..
+            } => PluginError::DescribeTrap {
+                plugin,
+                kind,
+                detail,
+            },
+            other => other,
         };
         let mut store = new_store(self, reference, Stage::Naming);
         let instance = pre.instantiate(&mut store).map_err(|e| trap(e, &store))?;

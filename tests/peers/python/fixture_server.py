@@ -126,6 +126,14 @@ async def grow(name: str, ctx: Context) -> str:
     return f"added {name}"
 
 
+@mcp.tool()
+async def announce_lists(ctx: Context) -> str:
+    """Announces that the resource list and the prompt list changed."""
+    await ctx.session.send_resource_list_changed()
+    await ctx.session.send_prompt_list_changed()
+    return "announced"
+
+
 def read_file_dot() -> str:
     """Tool named `read.file`."""
     return "dot"

@@ -232,6 +232,40 @@ async fn a_failing_redaction_stage_never_lets_the_result_out() {
     }
 }
 
+/// A content plugin sees results before redaction: what it logs or prints is scrubbed
+/// of the service's secrets, and rmcp's protocol traces never reach the log, even when
+/// `AIRLOCK_LOG` asks for them.
+#[test]
+fn secrets_stay_out_of_the_log_at_every_level() {
+    let hostile = fixture_wasm("hostile");
+    let secret = "trace-secret-value-9931";
+    let ws = Workspace::new(&python_fixture_entry(
+        "chatty",
+        &format!(
+            "env = {{ SERVICE_TOKEN = {} }}\nadapters = {{ content = {} }}\nadapter_config = {{ content = {{ mode = \"log\" }} }}",
+            toml_str(secret),
+            toml_str(hostile.display().to_string())
+        ),
+    ));
+    let out = ws.run(
+        &["--json", "call", "mcp__chatty__leak_secret"],
+        &[("AIRLOCK_LOG", "airlock_host=trace,rmcp=trace")],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("saw: connected with token="),
+        "the plugin's log is kept: {stderr}"
+    );
+    assert!(
+        stderr.contains("printed: connected with token="),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(secret), "a secret reached the log");
+    assert!(!stdout.contains(secret));
+}
+
 #[test]
 fn compiled_plugins_are_cached_on_disk_for_warm_starts() {
     let dir = tempfile::tempdir().unwrap();

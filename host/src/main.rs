@@ -6,17 +6,22 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = airlock_host::cli::Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AIRLOCK_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"))
-        // rmcp logs OAuth authorization codes at debug level; they never reach our log.
-        .add_directive(
-            "rmcp::transport::auth=info"
-                .parse()
-                .expect("a valid directive"),
-        );
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{Layer, filter::FilterExt};
+    let wanted = tracing_subscriber::EnvFilter::try_from_env("AIRLOCK_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // rmcp logs whole protocol messages (unredacted results, OAuth codes) at debug and
+    // trace: those levels of rmcp never reach Airlock's log, whatever AIRLOCK_LOG says.
+    let guard = tracing_subscriber::filter::filter_fn(|meta| {
+        !(meta.target().starts_with("rmcp") && *meta.level() > tracing::Level::INFO)
+    });
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(wanted.and(guard)),
+        )
         .init();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,

@@ -94,16 +94,9 @@ pub struct AddArgs {
     /// stdio or http.
     #[arg(long, default_value = "stdio")]
     pub transport: String,
-    /// An environment variable, `K=V` (or `K` to take the value from this environment).
-    /// Credential-like names are stored as secrets. Repeatable.
-    #[arg(long = "env", value_name = "K=V")]
-    pub env: Vec<String>,
-    /// A header, `"Name: value"` (http). Credential-like names are secrets. Repeatable.
-    #[arg(long = "header", value_name = "NAME: VALUE")]
-    pub headers: Vec<String>,
-    /// Also treat this env var or header as secret. Repeatable.
-    #[arg(long = "secret", value_name = "NAME")]
-    pub secrets: Vec<String>,
+    /// Env vars, headers and which are secret.
+    #[command(flatten)]
+    pub values: ValueArgs,
     /// Working directory (absolute).
     #[arg(long)]
     pub cwd: Option<PathBuf>,
@@ -127,6 +120,21 @@ pub struct AddArgs {
     pub disabled: bool,
 }
 
+/// Env vars and headers given on the command line, shared by `add` and `edit`.
+#[derive(Debug, clap::Args)]
+pub struct ValueArgs {
+    /// An environment variable, `K=V` (or `K` to take the value from this environment).
+    /// Credential-like names are stored as secrets. Repeatable.
+    #[arg(long = "env", value_name = "K=V")]
+    pub env: Vec<String>,
+    /// A header, `"Name: value"` (http). Credential-like names are secrets. Repeatable.
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+    /// Also treat this env var or header as secret. Repeatable.
+    #[arg(long = "secret", value_name = "NAME")]
+    pub secrets: Vec<String>,
+}
+
 /// `airlock servers edit` arguments.
 #[derive(Debug, clap::Args)]
 pub struct EditArgs {
@@ -137,15 +145,9 @@ pub struct EditArgs {
     /// user or project (needed when the name exists in both).
     #[arg(long)]
     pub scope: Option<String>,
-    /// Set an env var, `K=V`; for a secret, `K=` keeps the stored value. Repeatable.
-    #[arg(long = "env", value_name = "K=V")]
-    pub env: Vec<String>,
-    /// Set a header, `"Name: value"`; for a secret, `"Name:"` keeps the stored value.
-    #[arg(long = "header", value_name = "NAME: VALUE")]
-    pub headers: Vec<String>,
-    /// Treat this env var or header as secret. Repeatable.
-    #[arg(long = "secret", value_name = "NAME")]
-    pub secrets: Vec<String>,
+    /// Env vars and headers to set (for a secret, a blank value keeps the stored one).
+    #[command(flatten)]
+    pub values: ValueArgs,
     /// Remove an env var or header. Repeatable.
     #[arg(long = "unset", value_name = "NAME")]
     pub unset: Vec<String>,
@@ -498,7 +500,7 @@ fn positive(flag: &str, v: Option<f64>) -> Result<Option<f64>, String> {
 fn draft_from_args(args: &AddArgs) -> Result<Draft, String> {
     let transport = match args.transport.as_str() {
         "stdio" => {
-            if !args.headers.is_empty() || args.auth.is_some() {
+            if !args.values.headers.is_empty() || args.auth.is_some() {
                 return Err("--header and --auth apply to --transport http".into());
             }
             let mut line = args.target.clone();
@@ -512,11 +514,11 @@ fn draft_from_args(args: &AddArgs) -> Result<Draft, String> {
             DraftTransport::Stdio {
                 command,
                 args: line,
-                env: env_pairs(&args.env, &args.secrets)?,
+                env: env_pairs(&args.values.env, &args.values.secrets)?,
             }
         }
         "http" => {
-            if !args.env.is_empty() {
+            if !args.values.env.is_empty() {
                 return Err("--env applies to stdio servers".into());
             }
             let [url] = args.target.as_slice() else {
@@ -528,7 +530,7 @@ fn draft_from_args(args: &AddArgs) -> Result<Draft, String> {
             };
             DraftTransport::Http {
                 url: url.clone(),
-                headers: header_pairs(&args.headers, &args.secrets)?,
+                headers: header_pairs(&args.values.headers, &args.values.secrets)?,
                 auth: args.auth.clone(),
             }
         }
@@ -560,8 +562,8 @@ fn edit_from_args(args: &EditArgs) -> Result<Edit, String> {
         command: (!args.command.is_empty()).then(|| args.command.clone()),
         url: args.url.clone(),
         cwd: args.cwd.clone(),
-        env: env_pairs(&args.env, &args.secrets)?,
-        headers: header_pairs(&args.headers, &args.secrets)?,
+        env: env_pairs(&args.values.env, &args.values.secrets)?,
+        headers: header_pairs(&args.values.headers, &args.values.secrets)?,
         unset: args.unset.clone(),
         tool_timeout_secs: positive("--tool-timeout", args.tool_timeout)?,
         startup_timeout_secs: positive("--startup-timeout", args.startup_timeout)?,

@@ -62,6 +62,9 @@ pub(super) struct PluginState {
     stderr: MemoryOutputPipe,
     stdout_seen: usize,
     stderr_seen: usize,
+    /// Known secrets of the call in progress: scrubbed from what the guest logs or
+    /// prints (the content stage sees results before redaction).
+    scrub: Vec<(String, String)>,
 }
 
 impl WasiView for PluginState {
@@ -108,6 +111,7 @@ impl log::Host for PluginState {
             message.truncate(cut);
             message.push('…');
         }
+        let message = crate::launch::scrub(&message, &self.scrub);
         let (plugin, stage) = (&self.plugin, self.stage.name());
         match level {
             log::Level::Trace => tracing::trace!(plugin, stage, "{message}"),
@@ -131,6 +135,7 @@ impl PluginState {
             let bytes = pipe.contents();
             if bytes.len() > *seen {
                 let text = String::from_utf8_lossy(&bytes[*seen..]);
+                let text = crate::launch::scrub(&text, &self.scrub);
                 tracing::debug!(plugin = %self.plugin, stage = self.stage.name(), stream = name, "{}", text.trim_end());
                 *seen = bytes.len();
             }
@@ -170,6 +175,7 @@ pub(super) fn new_store(runtime: &PluginRuntime, plugin: &str, stage: Stage) -> 
         stderr,
         stdout_seen: 0,
         stderr_seen: 0,
+        scrub: Vec::new(),
     };
     let mut store = Store::new(runtime.engine(), state);
     store.limiter(|s| &mut s.limiter);
@@ -297,10 +303,12 @@ impl StageInstance {
     }
 
     /// Runs `f` on a warm instance. A trap discards the instance; a guest error value
-    /// keeps it. Blocking: call from a blocking context.
+    /// keeps it. What the guest logs or prints meanwhile is scrubbed of `scrub`.
+    /// Blocking: call from a blocking context.
     pub(super) fn call<R>(
         &self,
         work_bytes: usize,
+        scrub: &[(String, String)],
         f: impl FnOnce(
             &mut Store<PluginState>,
             &Instance,
@@ -317,8 +325,10 @@ impl StageInstance {
                 self.runtime.limits().deadline,
                 work_bytes,
             )));
+        live.store.data_mut().scrub = scrub.to_vec();
         let outcome = f(&mut live.store, &live.instance, &self.plugin);
         live.store.data_mut().flush_output();
+        live.store.data_mut().scrub.clear();
         match outcome {
             Ok(Ok(value)) => {
                 self.pool.lock().expect("instance pool poisoned").push(live);

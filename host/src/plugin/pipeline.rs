@@ -89,7 +89,11 @@ impl ServicePipeline {
         secrets: Vec<Secret>,
     ) -> Result<Processed, PluginError> {
         let is_error = result.is_error;
-        let mut converted = convert(&self.content, result).await?;
+        let scrub = secrets
+            .iter()
+            .map(|s| (s.name.clone(), s.value.clone()))
+            .collect();
+        let mut converted = convert_scrubbed(&self.content, result, scrub).await?;
         let mut marks = Vec::new();
         for stage in &self.redaction {
             let redacted = redact(stage, converted, secrets.clone()).await?;
@@ -112,7 +116,7 @@ pub async fn namespace(
 ) -> Result<String, PluginError> {
     let stage = stage.clone();
     blocking(move || {
-        let ns = stage.call(0, |store, instance, plugin| {
+        let ns = stage.call(0, &[], |store, instance, plugin| {
             let api = plugin
                 .naming_api
                 .as_ref()
@@ -148,7 +152,7 @@ pub async fn qualify(
                     + t.input_schema.as_ref().map_or(0, String::len)
             })
             .sum();
-        let named = stage.call(tools_bytes, |store, instance, plugin| {
+        let named = stage.call(tools_bytes, &[], |store, instance, plugin| {
             let api = plugin
                 .naming_api
                 .as_ref()
@@ -193,17 +197,28 @@ pub async fn convert(
     stage: &Arc<StageInstance>,
     result: ToolResult,
 ) -> Result<ToolResult, PluginError> {
+    convert_scrubbed(stage, result, Vec::new()).await
+}
+
+/// Like [`convert`], scrubbing `scrub` (the service's known secrets) from what the
+/// plugin logs or prints: it sees the result before redaction.
+pub async fn convert_scrubbed(
+    stage: &Arc<StageInstance>,
+    result: ToolResult,
+    scrub: Vec<(String, String)>,
+) -> Result<ToolResult, PluginError> {
     let stage = stage.clone();
     blocking(move || {
         let is_error = result.is_error;
-        let mut converted = stage.call(approx_size(&result), |store, instance, plugin| {
-            let api = plugin
-                .content_api
-                .as_ref()
-                .expect("checked at bind")
-                .load(&mut *store, instance)?;
-            api.call_convert(&mut *store, &result)
-        })?;
+        let mut converted =
+            stage.call(approx_size(&result), &scrub, |store, instance, plugin| {
+                let api = plugin
+                    .content_api
+                    .as_ref()
+                    .expect("checked at bind")
+                    .load(&mut *store, instance)?;
+                api.call_convert(&mut *store, &result)
+            })?;
         converted.is_error = is_error;
         Ok(converted)
     })
@@ -219,14 +234,19 @@ pub async fn redact(
     let stage = stage.clone();
     blocking(move || {
         let is_error = result.is_error;
-        let mut redacted = stage.call(approx_size(&result), |store, instance, plugin| {
-            let api = plugin
-                .redaction_api
-                .as_ref()
-                .expect("checked at bind")
-                .load(&mut *store, instance)?;
-            api.call_redact(&mut *store, &result, &secrets)
-        })?;
+        let scrub: Vec<(String, String)> = secrets
+            .iter()
+            .map(|s| (s.name.clone(), s.value.clone()))
+            .collect();
+        let mut redacted =
+            stage.call(approx_size(&result), &scrub, |store, instance, plugin| {
+                let api = plugin
+                    .redaction_api
+                    .as_ref()
+                    .expect("checked at bind")
+                    .load(&mut *store, instance)?;
+                api.call_redact(&mut *store, &result, &secrets)
+            })?;
         redacted.result.is_error = is_error;
         Ok(Processed {
             result: redacted.result,

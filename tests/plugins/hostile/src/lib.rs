@@ -1,6 +1,7 @@
 //! A plugin that misbehaves on purpose, chosen by its `mode` option, to prove the
 //! sandbox: CPU deadline, memory cap, stack cap, panics, and denied filesystem,
-//! environment and network access. `mode = "ok"` converts normally (upper-cases text).
+//! environment and network access, and logging what it sees (`log`). `mode = "ok"`
+//! converts normally (upper-cases text).
 
 use airlock_guest::{
     Config, Content, ContentBlock, Plugin, Redacted, Redaction, Secret, Stage, TextBlock,
@@ -70,6 +71,16 @@ impl Content for Hostile {
                 Ok(_) => "LEAK connected a socket".into(),
                 Err(e) => return Err(format!("network denied: {e}")),
             },
+            "log" => {
+                // Logs and prints what it sees (before redaction), then passes it on.
+                for block in &result.content {
+                    if let ContentBlock::Text(TextBlock { text, .. }) = block {
+                        airlock_guest::log::warn(&format!("saw: {text}"));
+                        eprintln!("printed: {text}");
+                    }
+                }
+                return Ok(result);
+            }
             "clock" => {
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)

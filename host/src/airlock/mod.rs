@@ -591,20 +591,18 @@ impl Inner {
             if !config.enabled || service.pipeline.is_none() || !config.repair.is_empty() {
                 continue;
             }
-            let stored = match self.registry.catalog(name) {
+            let digest = config.launch_digest();
+            let stored = match self.registry.catalog(name, &digest) {
                 Ok(stored) => stored,
                 Err(e) => {
                     tracing::warn!(service = %name, "cannot read the tested catalog: {e}");
                     None
                 }
             };
-            let digest = config.launch_digest();
             let outcome = match &stored {
-                Some(catalog) if catalog.launch_digest == digest => {
-                    Some(self.name_tools(name, &catalog.tools).await)
-                }
-                _ if crate::servers::is_registry_source(&config.source) => {
-                    let why = if stored.is_some() {
+                Some(catalog) => Some(self.name_tools(name, &catalog.tools).await),
+                None if crate::servers::is_registry_source(&config.source) => {
+                    let why = if self.registry.has_catalog(name).unwrap_or(false) {
                         "its launch changed since it was tested"
                     } else {
                         "it has not been tested"
@@ -618,7 +616,7 @@ impl Inner {
                     ));
                     continue;
                 }
-                _ => None,
+                None => None,
             };
             match outcome {
                 Some(Ok(_)) => {}

@@ -296,12 +296,21 @@ impl Inner {
                     let (key, value) = crate::oauth::authorization_header(&token);
                     headers.insert(key, value);
                 }
-                (
-                    Session::connect_http(url, &headers, config.startup_timeout, client)
-                        .await
-                        .map_err(|e| e.to_string())?,
-                    None,
-                )
+                let session = Session::connect_http(url, &headers, config.startup_timeout, client)
+                    .await
+                    .map_err(|e| {
+                        let e = e.to_string();
+                        // A refused token (revoked, or one without a lifetime that
+                        // expired) needs a person: say which command to run.
+                        if auth.is_some() && (e.contains("Auth required") || e.contains("401")) {
+                            format!(
+                                "service \"{name}\" needs authorization: run `airlock servers auth {name}` (the server refused the stored token)"
+                            )
+                        } else {
+                            e
+                        }
+                    })?;
+                (session, None)
             }
         };
         let mut session = session;

@@ -33,6 +33,28 @@ pub struct ImportArgs {
     pub scope: String,
 }
 
+/// A candidate's digest keyed with a random key kept in the secret store, so the digest
+/// saved in the registry (it covers secret values) cannot be brute-forced offline.
+fn keyed_digest(servers: &crate::servers::Servers, c: &Candidate) -> Result<String, String> {
+    const KEY: &str = "import-preview-key";
+    let store = servers.store();
+    let key = match store.get(KEY).map_err(|e| e.to_string())? {
+        Some(k) => k,
+        None => {
+            let k = format!(
+                "{}{}",
+                uuid::Uuid::new_v4().simple(),
+                uuid::Uuid::new_v4().simple()
+            );
+            store.put(KEY, &k).map_err(|e| e.to_string())?;
+            k
+        }
+    };
+    Ok(crate::results::digest(
+        format!("{key}:{}", c.digest()).as_bytes(),
+    ))
+}
+
 fn home() -> Result<PathBuf, String> {
     std::env::var_os("HOME")
         .or_else(|| std::env::var_os("USERPROFILE"))
@@ -81,8 +103,8 @@ fn preview(
     let entries: BTreeMap<String, String> = scan
         .candidates
         .iter()
-        .map(|c| (c.name.clone(), c.digest()))
-        .collect();
+        .map(|c| Ok((c.name.clone(), keyed_digest(servers, c)?)))
+        .collect::<Result<_, String>>()?;
     servers
         .registry()
         .save_import_preview(request, &entries)
@@ -216,7 +238,7 @@ fn apply(
             None => Err(format!(
                 "\"{name}\" is no longer in its source file; run `airlock import` again"
             )),
-            Some(c) if c.digest() != preview.entries[&name] => Err(format!(
+            Some(c) if keyed_digest(servers, c)? != preview.entries[&name] => Err(format!(
                 "\"{name}\" changed in \"{}\" since the preview; run `airlock import` again",
                 c.source.display()
             )),

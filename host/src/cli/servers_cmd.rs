@@ -154,6 +154,9 @@ pub struct EditArgs {
     /// A new URL (http).
     #[arg(long)]
     pub url: Option<String>,
+    /// `oauth` to turn OAuth on, `none` to turn it off (http).
+    #[arg(long)]
+    pub auth: Option<String>,
     /// A new working directory ("" clears it).
     #[arg(long)]
     pub cwd: Option<String>,
@@ -268,24 +271,27 @@ pub async fn run(cli: &Cli, command: &ServersCommand) -> Result<ExitCode, String
                 (None, Some(server)) => describe_config(server),
                 (None, None) => return Err(format!("no server named \"{name}\"")),
             };
-            let catalog = servers
-                .registry()
-                .catalog(name)
-                .map_err(|e| e.to_string())?;
-            let fresh = match (server, &catalog) {
-                (Some(s), Some(c)) => s.enabled && c.launch_digest == s.launch_digest(),
-                _ => false,
+            let registry = servers.registry();
+            let current = match server {
+                Some(s) if s.enabled => registry
+                    .catalog(name, &s.launch_digest())
+                    .map_err(|e| e.to_string())?,
+                _ => None,
             };
-            let catalog_json = catalog.as_ref().map(|c| {
-                json!({
-                    "state": if fresh { "tested" } else { "stale" },
+            let stale =
+                current.is_none() && registry.has_catalog(name).map_err(|e| e.to_string())?;
+            let catalog_json = match &current {
+                Some(c) => Some(json!({
+                    "state": "tested",
                     "tested_at": c.tested_at,
                     "protocol_version": c.protocol_version,
                     "server": {"name": c.server_name, "version": c.server_version},
                     "transport": c.transport,
                     "tools": c.tools.iter().filter_map(|t| t["name"].as_str()).collect::<Vec<_>>(),
-                })
-            });
+                })),
+                None if stale => Some(json!({"state": "stale"})),
+                None => None,
+            };
             print(
                 cli,
                 json!({"server": shown, "catalog": catalog_json}),
@@ -306,7 +312,7 @@ pub async fn run(cli: &Cli, command: &ServersCommand) -> Result<ExitCode, String
             let record = servers
                 .locate(name, scope_arg(scope)?, &sources)
                 .map_err(fail)?;
-            servers.remove(&record).map_err(fail)?;
+            servers.remove(&record, &env).map_err(fail)?;
             print(cli, json!({"ok": true, "removed": record.key}), || {
                 println!("Removed server \"{name}\" ({} scope).", record.key.scope)
             });
@@ -317,7 +323,7 @@ pub async fn run(cli: &Cli, command: &ServersCommand) -> Result<ExitCode, String
             let record = servers
                 .locate(name, scope_arg(scope)?, &sources)
                 .map_err(fail)?;
-            servers.set_enabled(&record, enable).map_err(fail)?;
+            servers.set_enabled(&record, enable, &env).map_err(fail)?;
             let word = if enable { "enabled" } else { "disabled" };
             print(cli, json!({"ok": true, word: record.key}), || {
                 println!("Server \"{name}\" {word}.");
@@ -561,6 +567,16 @@ fn edit_from_args(args: &EditArgs) -> Result<Edit, String> {
         description: args.description.clone(),
         command: (!args.command.is_empty()).then(|| args.command.clone()),
         url: args.url.clone(),
+        auth: match args.auth.as_deref() {
+            None => None,
+            Some("none") => Some(None),
+            Some("oauth") => Some(Some("oauth".to_string())),
+            Some(other) => {
+                return Err(format!(
+                    "--auth must be \"oauth\" or \"none\", got \"{other}\""
+                ));
+            }
+        },
         cwd: args.cwd.clone(),
         env: env_pairs(&args.values.env, &args.values.secrets)?,
         headers: header_pairs(&args.values.headers, &args.values.secrets)?,

@@ -190,10 +190,8 @@ impl ServerConfig {
     /// names, so the digest reveals nothing. A tested catalog is fresh while this digest
     /// is unchanged; the label, description, timeouts and plugins do not count.
     pub fn launch_digest(&self) -> String {
-        let secrets: BTreeSet<String> = crate::secrets::known_secrets(self)
-            .into_iter()
-            .map(|(name, _)| name)
-            .collect();
+        let known = crate::secrets::known_secrets(self);
+        let secrets: BTreeSet<String> = known.iter().map(|(name, _)| name.clone()).collect();
         let masked = |map: &BTreeMap<String, String>| -> BTreeMap<String, String> {
             map.iter()
                 .map(|(k, v)| {
@@ -212,7 +210,8 @@ impl ServerConfig {
                 "cwd": self.cwd,
             }),
             TransportConfig::Http { url, headers, auth } => serde_json::json!({
-                "type": "http", "url": url, "headers": masked(headers), "auth": auth,
+                "type": "http", "url": crate::launch::scrub(url, &known),
+                "headers": masked(headers), "auth": auth,
             }),
         };
         crate::results::digest(launch.to_string().as_bytes())

@@ -18,11 +18,14 @@
 //!   `${userHome}` are replaced by the paths. `cwd` is resolved fully (Airlock does not
 //!   expand it) and must be absolute.
 //! - **Secrets**: an env var or header is secret when its name looks like a credential
-//!   ([`crate::secrets::looks_like_credential`]), when its value references such a
-//!   variable, or when the value holds a well-known provider token. Secret env values of
-//!   local servers are imported (marked [`ImportedValue::secret`]); remote servers arrive
-//!   disabled *without* their secret headers. Credentials typed into args or a url are
-//!   replaced by `REDACTED`.
+//!   ([`crate::secrets::looks_like_credential`]), when its value was resolved (wholly or
+//!   partly) from a variable of Airlock's environment (the source used a reference so as
+//!   not to write the value down), or when the value holds a well-known provider token.
+//!   Secret env values of local servers are imported (marked [`ImportedValue::secret`]);
+//!   remote servers arrive disabled *without* their secret headers. Credentials typed into
+//!   args (options and variables named like credentials, `Name: value` headers, provider
+//!   tokens, and passwords or credential query parameters of urls of any scheme) or into a
+//!   url are replaced by `REDACTED`.
 //! - **Problems**: a malformed entry becomes an [`ImportProblem`] and the other entries of
 //!   the same file still import; a file that does not parse is one problem. Missing files
 //!   are skipped silently.
@@ -1013,6 +1016,9 @@ struct Resolved {
     complete: bool,
     /// Whether it referenced a variable named like a credential.
     credential_ref: bool,
+    /// Whether some of it came from a variable set in Airlock's environment (defaults
+    /// written in the source do not count).
+    from_env: bool,
 }
 
 /// Resolves references against Airlock's environment, collecting repair reasons and notes
@@ -1041,13 +1047,17 @@ impl Resolver<'_> {
         let mut text = String::new();
         let mut complete = true;
         let mut credential_ref = false;
+        let mut from_env = false;
         for segment in whole.unwrap_or_else(|| segments(raw)) {
             match segment {
                 Segment::Text(t) => text.push_str(t),
                 Segment::Env { name, default } => {
                     credential_ref |= looks_like_credential(name);
                     match ((self.env)(name), default) {
-                        (Some(v), _) => text.push_str(&v),
+                        (Some(v), _) => {
+                            from_env = true;
+                            text.push_str(&v);
+                        }
                         (None, Some(d)) => text.push_str(d),
                         (None, None) => {
                             self.missing(name, field);
@@ -1068,15 +1078,21 @@ impl Resolver<'_> {
             text,
             complete,
             credential_ref,
+            from_env,
         }
     }
 
     /// An env or header value, resolved and classified: secret when `name` looks like a
-    /// credential, when it references such a variable or when it holds a provider token.
+    /// credential, when it references such a variable, when any of it was resolved from
+    /// Airlock's environment (whatever the names: a `DATABASE_URL` passed by reference may
+    /// hold a password) or when it holds a provider token. Values written literally in the
+    /// source (a `${VAR:-default}` whose variable is unset included) keep the name and
+    /// token rules.
     fn imported(&mut self, name: &str, raw: &str) -> ImportedValue {
         let resolved = self.value(name, raw);
         let secret = looks_like_credential(name)
             || resolved.credential_ref
+            || resolved.from_env
             || contains_provider_token(raw)
             || contains_provider_token(&resolved.text);
         ImportedValue {
@@ -1262,7 +1278,10 @@ fn plausible_secret(value: &str) -> bool {
 /// Replaces credentials typed into `args` with `REDACTED` and returns their positions:
 /// `--api-key=X` / `--token X` (options named like credentials), `NAME=X` and `Name: X`
 /// (variables and headers named like credentials, as passed to `docker -e` or
-/// `mcp-remote --header`), and bare provider tokens.
+/// `mcp-remote --header`), bare provider tokens, and passwords and credential query
+/// parameters of urls (`https://mcp.example/sse?token=X`, `postgresql://user:X@host/db`).
+/// The value of an `--option=value` gets the same treatment as a bare arg:
+/// `--header=Authorization: Bearer X`, `--env=API_KEY=X`, `--url=https://…?token=X`.
 fn scrub_args(args: &mut [String]) -> Vec<usize> {
     let mut scrubbed = Vec::new();
     let mut i = 0;
@@ -1271,11 +1290,17 @@ fn scrub_args(args: &mut [String]) -> Vec<usize> {
         if arg.len() > 1 && arg.starts_with('-') {
             let flag = arg.trim_start_matches('-');
             if let Some((name, value)) = flag.split_once('=') {
-                if (credential_name(name) && plausible_secret(value))
+                let replacement = if (credential_name(name) && plausible_secret(value))
                     || (!value.contains("${") && contains_provider_token(value))
                 {
+                    Some(REDACTED.to_string())
+                } else {
+                    // The value may itself be a header, a variable or a url.
+                    scrub_bare(value)
+                };
+                if let Some(replacement) = replacement {
                     let keep = &arg[..arg.len() - value.len()];
-                    args[i] = format!("{keep}{REDACTED}");
+                    args[i] = format!("{keep}{replacement}");
                     scrubbed.push(i);
                 }
             } else if credential_name(flag)
@@ -1299,42 +1324,72 @@ fn scrub_args(args: &mut [String]) -> Vec<usize> {
     scrubbed
 }
 
-/// The scrubbed form of an arg that is not an option, if it holds a credential.
+/// Whether `name` can be a variable or header name in an arg: `[A-Za-z0-9_-]+`.
+fn arg_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// The scrubbed form of an arg that is not an option (or of the value of an
+/// `--option=value`), if it holds a credential: credentials in a url it holds (see
+/// [`scrub_url`]), `NAME=X` or `Name: X` with a name like a credential, or a provider
+/// token (then the whole arg is replaced).
 fn scrub_bare(arg: &str) -> Option<String> {
-    if arg.contains("${") {
-        return None;
+    // Urls first: `scrub_url` leaves the parts holding references alone by itself.
+    let (text, url_credentials) = scrub_url(arg);
+    let changed = !url_credentials.is_empty();
+    if text.contains("${") {
+        return changed.then_some(text);
     }
-    if let Some((name, value)) = arg.split_once('=')
-        && is_var_name(name)
+    if let Some((name, value)) = text.split_once('=')
+        && arg_name(name)
         && credential_name(name)
         && plausible_secret(value)
     {
         return Some(format!("{name}={REDACTED}"));
     }
-    if let Some((name, value)) = arg.split_once(':')
-        && !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    if let Some((name, value)) = text.split_once(':')
+        && arg_name(name)
         && credential_name(name)
         && plausible_secret(value)
     {
         return Some(format!("{name}: {REDACTED}"));
     }
-    contains_provider_token(arg).then(|| REDACTED.to_string())
+    if contains_provider_token(&text) {
+        return Some(REDACTED.to_string());
+    }
+    changed.then_some(text)
 }
 
-/// Replaces credentials typed into a url — a password in the user info, a provider token
-/// as the user name, query parameters named like credentials or holding provider tokens —
-/// with `REDACTED`. Returns the url and a description of each replaced part.
-fn scrub_url(url: &str) -> (String, Vec<String>) {
+/// Replaces credentials typed into the urls in `text` — a password in the user info, a
+/// provider token as the user name, query parameters named like credentials or holding
+/// provider tokens — with `REDACTED`. Any scheme is understood (`https`, `postgresql`,
+/// `redis`…). A url runs from its `scheme://` to the first whitespace, and the text around
+/// urls is kept as is, so `text` may be a url field or an arg holding urls
+/// (`DATABASE_URL=postgres://…`). Parts holding `${…}` references are left alone. Returns
+/// the text and a description of each replaced part (never its value).
+fn scrub_url(text: &str) -> (String, Vec<String>) {
     let mut found = Vec::new();
-    let Some(scheme_end) = url.find("://") else {
-        return (url.to_string(), found);
-    };
-    let (head, rest) = url.split_at(scheme_end + 3);
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (head, after) = rest.split_at(at + 3);
+        let end = after.find(char::is_whitespace).unwrap_or(after.len());
+        out.push_str(head);
+        out.push_str(&scrub_url_body(&after[..end], &mut found));
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    (out, found)
+}
+
+/// One url after its `scheme://`, with its credentials replaced (see [`scrub_url`]); each
+/// replaced part is described in `found`.
+fn scrub_url_body(body: &str, found: &mut Vec<String>) -> String {
+    let authority_end = body.find(['/', '?', '#']).unwrap_or(body.len());
+    let (authority, tail) = body.split_at(authority_end);
     let authority = match authority.rsplit_once('@') {
         Some((userinfo, host)) if !userinfo.contains("${") => match userinfo.split_once(':') {
             Some((user, password)) if !password.is_empty() => {
@@ -1357,7 +1412,7 @@ fn scrub_url(url: &str) -> (String, Vec<String>) {
         Some((path, query)) => (path, Some(query)),
         None => (before_fragment, None),
     };
-    let mut out = format!("{head}{authority}{path}");
+    let mut out = format!("{authority}{path}");
     if let Some(query) = query {
         let params: Vec<String> = query
             .split('&')
@@ -1365,7 +1420,7 @@ fn scrub_url(url: &str) -> (String, Vec<String>) {
                 Some((key, value))
                     if !value.is_empty()
                         && !value.contains("${")
-                        && (looks_like_credential(key) || contains_provider_token(value)) =>
+                        && (credential_name(key) || contains_provider_token(value)) =>
                 {
                     found.push(format!("url query parameter {key}"));
                     format!("{key}={REDACTED}")
@@ -1380,7 +1435,7 @@ fn scrub_url(url: &str) -> (String, Vec<String>) {
         out.push('#');
         out.push_str(fragment);
     }
-    (out, found)
+    out
 }
 
 #[cfg(test)]

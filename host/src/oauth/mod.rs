@@ -291,6 +291,15 @@ pub async fn access_token(
     // refreshed record instead of spending the refresh token again.
     let lock = service_lock(service);
     let _guard = lock.lock().await;
+    // Another Airlock process on the same data directory may be refreshing too: with
+    // rotating refresh tokens only one may spend the token, the other then reads the
+    // refreshed record.
+    let _file_guard = {
+        let (store, name) = (store.clone(), format!("oauth-{service}"));
+        blocking(move || store.exclusive(&name))
+            .await
+            .map_err(|e| flow(service, "locking the token store", e))??
+    };
 
     let record = {
         let (store, key_service) = (store.clone(), service.to_string());

@@ -58,14 +58,15 @@ const MIGRATIONS: &[&str] = &[
         UNIQUE (scope, project, name)
     );
     CREATE TABLE catalogs (
-        service          TEXT PRIMARY KEY NOT NULL,
+        service          TEXT NOT NULL,
         launch_digest    TEXT NOT NULL,
         tested_at        INTEGER NOT NULL DEFAULT (unixepoch()),
         protocol_version TEXT NOT NULL,
         server_name      TEXT NOT NULL,
         server_version   TEXT NOT NULL,
         transport        TEXT NOT NULL,
-        tools            TEXT NOT NULL
+        tools            TEXT NOT NULL,
+        PRIMARY KEY (service, launch_digest)
     );
     CREATE TABLE results (
         output_id  TEXT PRIMARY KEY NOT NULL,

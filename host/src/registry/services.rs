@@ -415,14 +415,20 @@ impl Registry {
         Ok(())
     }
 
-    /// The tested catalog of `service`, fresh or not.
-    pub fn catalog(&self, service: &str) -> Result<Option<StoredCatalog>, RegistryError> {
+    /// The tested catalog of `service` for the launch with `launch_digest` (a catalog is
+    /// kept per launch, so two projects defining the same name differently each keep
+    /// theirs).
+    pub fn catalog(
+        &self,
+        service: &str,
+        launch_digest: &str,
+    ) -> Result<Option<StoredCatalog>, RegistryError> {
         let db = self.db.lock().expect("registry lock poisoned");
         Ok(db
             .query_row(
                 "SELECT service, launch_digest, tested_at, protocol_version, server_name, server_version, transport, tools
-                 FROM catalogs WHERE service = ?1",
-                [service],
+                 FROM catalogs WHERE service = ?1 AND launch_digest = ?2",
+                [service, launch_digest],
                 |row| {
                     let tools: String = row.get(7)?;
                     Ok(StoredCatalog {
@@ -441,10 +447,32 @@ impl Registry {
             .optional()?)
     }
 
-    /// Forgets the tested catalog of `service`. Returns whether there was one.
-    pub fn delete_catalog(&self, service: &str) -> Result<bool, RegistryError> {
+    /// Whether `service` has a tested catalog for any launch (to tell "stale" from
+    /// "never tested").
+    pub fn has_catalog(&self, service: &str) -> Result<bool, RegistryError> {
         let db = self.db.lock().expect("registry lock poisoned");
-        Ok(db.execute("DELETE FROM catalogs WHERE service = ?1", [service])? > 0)
+        Ok(db
+            .query_row(
+                "SELECT 1 FROM catalogs WHERE service = ?1 LIMIT 1",
+                [service],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+    }
+
+    /// Forgets the tested catalog of `service` for one launch. Returns whether there was
+    /// one.
+    pub fn delete_catalog(
+        &self,
+        service: &str,
+        launch_digest: &str,
+    ) -> Result<bool, RegistryError> {
+        let db = self.db.lock().expect("registry lock poisoned");
+        Ok(db.execute(
+            "DELETE FROM catalogs WHERE service = ?1 AND launch_digest = ?2",
+            [service, launch_digest],
+        )? > 0)
     }
 
     /// Records a retained result in the index.

@@ -4,7 +4,7 @@
 
 mod store;
 
-pub use store::{BackendKind, SecretError, SecretStore, new_reference};
+pub use store::{BackendKind, ExclusiveGuard, SecretError, SecretStore, new_reference};
 
 use crate::config::{ServerConfig, TransportConfig};
 
@@ -62,7 +62,8 @@ pub fn known_secrets(server: &ServerConfig) -> Vec<(String, String)> {
                 }
             }
         }
-        TransportConfig::Http { headers, .. } => {
+        TransportConfig::Http { headers, url, .. } => {
+            found.extend(url_credentials(url));
             for (k, v) in headers {
                 if is_secret(k) && !v.is_empty() {
                     found.push((k.clone(), v.clone()));
@@ -72,6 +73,34 @@ pub fn known_secrets(server: &ServerConfig) -> Vec<(String, String)> {
                         found.push((k.clone(), token.trim().to_string()));
                     }
                 }
+            }
+        }
+    }
+    found
+}
+
+/// Credentials written into a URL: the password of `user:password@`, and the values of
+/// query parameters with credential-like names (`?api_key=…`, `&token=…`).
+pub fn url_credentials(url: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let Some((_, rest)) = url.split_once("://") else {
+        return found;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if let Some((userinfo, _)) = authority.rsplit_once('@')
+        && let Some((_, password)) = userinfo.split_once(':')
+        && !password.is_empty()
+    {
+        found.push(("url password".to_string(), password.to_string()));
+    }
+    if let Some((_, query)) = rest.split_once('?') {
+        let query = query.split('#').next().unwrap_or("");
+        for pair in query.split('&') {
+            if let Some((name, value)) = pair.split_once('=')
+                && looks_like_credential(name)
+                && !value.is_empty()
+            {
+                found.push((format!("url parameter {name}"), value.to_string()));
             }
         }
     }
@@ -93,5 +122,14 @@ mod tests {
         assert!(validate_secret("A", "a\0b").is_err());
         assert!(validate_secret("A", &"x".repeat(2561)).is_err());
         assert!(validate_secret("A", &"x".repeat(2560)).is_ok());
+    }
+
+    #[test]
+    fn credentials_written_into_urls_are_known() {
+        let found = url_credentials("https://u:pa55@h.example/mcp?api_key=k123&x=1&token=t9#f");
+        let values: Vec<&str> = found.iter().map(|(_, v)| v.as_str()).collect();
+        assert_eq!(values, ["pa55", "k123", "t9"]);
+        assert!(url_credentials("https://h.example/mcp?page=2").is_empty());
+        assert!(url_credentials("not a url").is_empty());
     }
 }

@@ -59,10 +59,22 @@ enum Backend {
     File { path: PathBuf, lock: Mutex<()> },
 }
 
+/// Held while a cross-process critical section runs (see [`SecretStore::exclusive`]);
+/// the lock is released when it is dropped.
+#[derive(Debug)]
+pub struct ExclusiveGuard {
+    _file: std::fs::File,
+}
+
+/// The file remembering which backend a data directory uses.
+const BACKEND_FILE: &str = "backend";
+
 /// A handle on the secret store. Cheap to clone.
 #[derive(Clone)]
 pub struct SecretStore {
     backend: Arc<Backend>,
+    /// Where lock files live (`<data>/secrets`).
+    locks: PathBuf,
 }
 
 impl std::fmt::Debug for SecretStore {
@@ -77,7 +89,11 @@ impl SecretStore {
     /// Opens the store for `data_dir`, choosing the backend from `AIRLOCK_SECRET_STORE`
     /// (default: keyring on macOS and Windows, file elsewhere).
     pub fn open(data_dir: &Path) -> Result<SecretStore, SecretError> {
-        let choice = std::env::var("AIRLOCK_SECRET_STORE").ok();
+        let dir = data_dir.join(SECRETS_DIR);
+        let remembered = std::fs::read_to_string(dir.join(BACKEND_FILE)).ok();
+        let choice = std::env::var("AIRLOCK_SECRET_STORE")
+            .ok()
+            .or_else(|| remembered.clone().map(|r| r.trim().to_string()));
         let kind = match choice.as_deref() {
             Some("keyring") => BackendKind::Keyring,
             Some("file") => BackendKind::File,
@@ -85,45 +101,80 @@ impl SecretStore {
             None if cfg!(any(target_os = "macos", target_os = "windows")) => BackendKind::Keyring,
             None => BackendKind::File,
         };
-        match kind {
-            BackendKind::File => SecretStore::open_file(&data_dir.join(SECRETS_DIR)),
-            BackendKind::Keyring if choice.is_some() => Ok(SecretStore::open_keyring(data_dir)),
+        let store = match kind {
+            BackendKind::File => SecretStore::open_file(&dir)?,
+            BackendKind::Keyring if choice.is_some() => SecretStore::open_keyring(data_dir),
             BackendKind::Keyring => {
                 // The default: use the OS store when it answers (a headless session may
                 // have none), else fall back to the file.
                 let store = SecretStore::open_keyring(data_dir);
                 match store.probe() {
-                    Ok(()) => Ok(store),
+                    Ok(()) => store,
                     Err(e) => {
                         tracing::info!(
                             "OS credential store unavailable ({e}); using the secrets file"
                         );
-                        SecretStore::open_file(&data_dir.join(SECRETS_DIR))
+                        SecretStore::open_file(&dir)?
                     }
                 }
             }
+        };
+        // The first choice sticks to the data directory, so a later session (a headless
+        // one, say) does not look for secrets in another store.
+        if remembered.is_none() {
+            let name = match store.kind() {
+                BackendKind::Keyring => "keyring",
+                BackendKind::File => "file",
+            };
+            ensure_private_dir(&dir)?;
+            std::fs::write(dir.join(BACKEND_FILE), name).map_err(|e| SecretError::File {
+                path: dir.join(BACKEND_FILE),
+                message: e.to_string(),
+            })?;
         }
+        Ok(store)
     }
 
     /// The file backend in `dir` (created 0700 if missing; the file is 0600).
     pub fn open_file(dir: &Path) -> Result<SecretStore, SecretError> {
-        let err = |message: String| SecretError::File {
-            path: dir.to_path_buf(),
-            message,
-        };
-        std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-                .map_err(|e| err(e.to_string()))?;
-        }
+        ensure_private_dir(dir)?;
         Ok(SecretStore {
             backend: Arc::new(Backend::File {
                 path: dir.join(SECRETS_FILE),
                 lock: Mutex::new(()),
             }),
+            locks: dir.to_path_buf(),
         })
+    }
+
+    /// Takes the cross-process lock named `name` (blocking until it is free): for
+    /// read-modify-write sequences that two Airlock processes on the same data directory
+    /// could otherwise interleave (the secrets file, an OAuth refresh).
+    pub fn exclusive(&self, name: &str) -> Result<ExclusiveGuard, SecretError> {
+        let safe: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let path = self.locks.join(format!(".{safe}.lock"));
+        let err = |message: String| SecretError::File {
+            path: path.clone(),
+            message,
+        };
+        ensure_private_dir(&self.locks)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| err(e.to_string()))?;
+        file.lock().map_err(|e| err(e.to_string()))?;
+        Ok(ExclusiveGuard { _file: file })
     }
 
     /// The OS credential store, with entries scoped to `data_dir` (so two data
@@ -134,6 +185,7 @@ impl SecretStore {
             backend: Arc::new(Backend::Keyring {
                 service: format!("airlock:{}", &scope[7..19]),
             }),
+            locks: data_dir.join(SECRETS_DIR),
         }
     }
 
@@ -184,6 +236,7 @@ impl SecretStore {
                 .map_err(|e| keyring_err(key, e)),
             Backend::File { path, lock } => {
                 let _guard = lock.lock().expect("secret store lock poisoned");
+                let _file = self.exclusive("secrets-file")?;
                 let mut all = read_file(path)?;
                 all.insert(key.to_string(), value.to_string());
                 write_file(path, &all)
@@ -201,6 +254,7 @@ impl SecretStore {
             },
             Backend::File { path, lock } => {
                 let _guard = lock.lock().expect("secret store lock poisoned");
+                let _file = self.exclusive("secrets-file")?;
                 let mut all = read_file(path)?;
                 let existed = all.remove(key).is_some();
                 if existed {
@@ -210,6 +264,22 @@ impl SecretStore {
             }
         }
     }
+}
+
+/// Creates `dir` if needed and makes it private (0700).
+fn ensure_private_dir(dir: &Path) -> Result<(), SecretError> {
+    let err = |message: String| SecretError::File {
+        path: dir.to_path_buf(),
+        message,
+    };
+    std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| err(e.to_string()))?;
+    }
+    Ok(())
 }
 
 fn entry(service: &str, key: &str) -> Result<keyring::Entry, SecretError> {

@@ -136,6 +136,8 @@ pub struct Edit {
     pub command: Option<Vec<String>>,
     /// New URL (http).
     pub url: Option<String>,
+    /// New auth (http): `Some(Some("oauth"))` turns OAuth on, `Some(None)` off.
+    pub auth: Option<Option<String>>,
     /// New working directory (empty string clears it).
     pub cwd: Option<String>,
     /// Env vars to set. A blank value for a secret keeps the stored secret.
@@ -223,13 +225,44 @@ impl Servers {
     ) -> Result<Config, ServersError> {
         let mut extra = ExtraServers::default();
         for record in self.registry.services(&self.project)? {
-            let server = self.to_config(&record, &BTreeMap::new(), env)?;
+            let server = self.loadable(&record, env)?;
             match record.key.scope {
                 Scope::User => extra.user.push(server),
                 Scope::Project => extra.project.push(server),
             }
         }
         Ok(Config::load_with(sources, extra, env)?)
+    }
+
+    /// A record as Airlock runs it. A `${VAR}` that no longer resolves (the variable was
+    /// set when the server was added or imported) does not stop everything else: that
+    /// server alone is marked for repair, naming the variable.
+    fn loadable(
+        &self,
+        record: &ServiceRecord,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<ServerConfig, ServersError> {
+        match self.to_config(record, &BTreeMap::new(), env) {
+            Ok(server) => Ok(server),
+            Err(ServersError::Config(first)) => {
+                let lenient = |name: &str| env(name).or(Some(String::new()));
+                let mut server = self
+                    .to_config(record, &BTreeMap::new(), &lenient)
+                    .map_err(|_| ServersError::Config(first.clone()))?;
+                server.repair.push(first.to_string());
+                Ok(server)
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    /// The launch digest of a record as it loads now (`None` when it does not load).
+    fn digest_of(
+        &self,
+        record: &ServiceRecord,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Option<String> {
+        self.loadable(record, env).ok().map(|s| s.launch_digest())
     }
 
     /// Turns a record into the server definition Airlock runs, validating it like a
@@ -459,37 +492,57 @@ impl Servers {
         }
     }
 
-    /// Removes a service, its tested catalog and its secrets.
-    pub fn remove(&self, record: &ServiceRecord) -> Result<(), ServersError> {
+    /// Removes a service, then its tested catalog, its OAuth tokens and its secrets.
+    /// The row goes first (it is what Airlock loads); what follows is cleanup, and a
+    /// failure there is logged rather than undoing the removal.
+    pub fn remove(
+        &self,
+        record: &ServiceRecord,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), ServersError> {
+        let digest = self.digest_of(record, env);
         self.registry.delete_service(&record.key)?;
-        self.forget_catalog_if_gone(&record.key.name)?;
-        for reference in record.secret_refs() {
-            self.store.delete(&reference)?;
+        let name = &record.key.name;
+        if let Some(digest) = digest
+            && let Err(e) = self.registry.delete_catalog(name, &digest)
+        {
+            tracing::warn!(service = %name, "cannot delete the tested catalog: {e}");
         }
+        let still_named = self
+            .registry
+            .services(&self.project)
+            .map(|all| all.iter().any(|r| &r.key.name == name))
+            .unwrap_or(true);
+        if !still_named && let Err(e) = crate::oauth::logout(&self.store, name) {
+            tracing::warn!(service = %name, "cannot delete the OAuth tokens: {e}");
+        }
+        self.forget_secrets(name, record.secret_refs());
         Ok(())
     }
 
-    fn forget_catalog_if_gone(&self, name: &str) -> Result<(), ServersError> {
-        let still = self
-            .registry
-            .services(&self.project)?
-            .iter()
-            .any(|r| r.key.name == name);
-        if !still {
-            self.registry.delete_catalog(name)?;
+    fn forget_secrets(&self, name: &str, references: Vec<String>) {
+        for reference in references {
+            if let Err(e) = self.store.delete(&reference) {
+                tracing::warn!(service = %name, "cannot delete a secret no longer used: {e}");
+            }
         }
-        Ok(())
     }
 
     /// Enables or disables a service. Disabling makes its tested catalog stale: agents
-    /// lose its tools until it is tested again.
-    pub fn set_enabled(&self, record: &ServiceRecord, enabled: bool) -> Result<(), ServersError> {
+    /// lose its tools until it is tested again. (The catalog goes first: if the row
+    /// update then fails, the service is still enabled and merely needs a new test.)
+    pub fn set_enabled(
+        &self,
+        record: &ServiceRecord,
+        enabled: bool,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), ServersError> {
+        if !enabled && let Some(digest) = self.digest_of(record, env) {
+            self.registry.delete_catalog(&record.key.name, &digest)?;
+        }
         let mut changed = record.clone();
         changed.enabled = enabled;
         self.registry.update_service(&changed)?;
-        if !enabled {
-            self.registry.delete_catalog(&record.key.name)?;
-        }
         Ok(())
     }
 
@@ -502,9 +555,7 @@ impl Servers {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<(ServiceRecord, bool), ServersError> {
         let name = record.key.name.clone();
-        let before = self
-            .to_config(record, &BTreeMap::new(), env)?
-            .launch_digest();
+        let before = self.digest_of(record, env);
         let mut next = record.clone();
         let mut pending = BTreeMap::new();
         let mut dropped_refs = Vec::new();
@@ -529,9 +580,9 @@ impl Servers {
         }
         let (map, given, kind) = match &mut next.transport {
             StoredTransport::Stdio { command, args, env } => {
-                if edit.url.is_some() {
+                if edit.url.is_some() || edit.auth.is_some() {
                     return Err(invalid(format!(
-                        "server \"{name}\" is a stdio server; --url applies to http servers"
+                        "server \"{name}\" is a stdio server; --url and --auth apply to http servers"
                     )));
                 }
                 if !edit.headers.is_empty() {
@@ -548,7 +599,7 @@ impl Servers {
                 }
                 (env, edit.env, "env")
             }
-            StoredTransport::Http { url, headers, .. } => {
+            StoredTransport::Http { url, headers, auth } => {
                 if edit.command.is_some() || !edit.env.is_empty() {
                     return Err(invalid(format!(
                         "server \"{name}\" is an http server; a command and --env apply to stdio servers"
@@ -556,6 +607,9 @@ impl Servers {
                 }
                 if let Some(u) = edit.url {
                     *url = u;
+                }
+                if let Some(a) = edit.auth {
+                    *auth = a;
                 }
                 (headers, edit.headers, "header")
             }
@@ -575,14 +629,18 @@ impl Servers {
             let existing = map.get(&key).cloned();
             match existing {
                 Some(StoredValue::Secret(reference)) => {
-                    // A blank value keeps the stored secret.
+                    // A blank value keeps the stored secret. A new value goes under a
+                    // new reference, so the old one survives until the row is updated.
                     if !value.value.is_empty() {
                         validate_secret(
                             &format!("{kind} {key} of server \"{name}\""),
                             &value.value,
                         )
                         .map_err(invalid)?;
-                        pending.insert(reference, value.value);
+                        let fresh = crate::secrets::new_reference();
+                        pending.insert(fresh.clone(), value.value);
+                        map.insert(key, StoredValue::Secret(fresh));
+                        dropped_refs.push(reference);
                     }
                 }
                 _ if value.secret => {
@@ -599,10 +657,8 @@ impl Servers {
         }
         let after = self.to_config(&next, &pending, env)?.launch_digest();
         self.commit(&pending, || self.registry.update_service(&next))?;
-        for reference in dropped_refs {
-            self.store.delete(&reference)?;
-        }
-        Ok((next, before != after))
+        self.forget_secrets(&name, dropped_refs);
+        Ok((next, before.as_deref() != Some(after.as_str())))
     }
 
     /// `airlock servers list`: every effective server with its source, catalog state and
@@ -643,13 +699,11 @@ impl Servers {
         let mut out = Vec::new();
         for (name, server) in &config.servers {
             let source = server.source.display().to_string();
-            let stored = self.registry.catalog(name)?;
+            let stored = self.registry.catalog(name, &server.launch_digest())?;
             let (catalog, tools) = match stored {
-                Some(c) if server.enabled && c.launch_digest == server.launch_digest() => {
-                    ("tested", Some(c.tools.len()))
-                }
-                Some(_) => ("stale", None),
-                None => ("untested", None),
+                Some(c) if server.enabled => ("tested", Some(c.tools.len())),
+                _ if self.registry.has_catalog(name)? => ("stale", None),
+                _ => ("untested", None),
             };
             let overrides = shadowed
                 .get(name)
@@ -698,8 +752,11 @@ pub fn parse_env_arg(
             (arg.to_string(), v)
         }
     };
-    if key.is_empty() || key.contains('\0') || key.contains('=') {
-        return Err(invalid(format!("--env {arg:?}: invalid variable name")));
+    // Messages name the variable, never the value.
+    if key.is_empty() || key.contains('\0') || key.chars().any(char::is_whitespace) {
+        return Err(invalid(format!(
+            "--env {key:?}=…: invalid variable name (expected NAME=VALUE)"
+        )));
     }
     let secret = looks_like_credential(&key) || secret_names.contains(&key);
     Ok((key, GivenValue { value, secret }))
@@ -710,23 +767,31 @@ pub fn parse_header_arg(
     arg: &str,
     secret_names: &[String],
 ) -> Result<(String, GivenValue), ServersError> {
-    let (key, value) = arg
-        .split_once(':')
-        .ok_or_else(|| invalid(format!("--header {arg:?}: expected \"Name: value\"")))?;
+    // Messages name the header, never the value.
+    let (key, value) = arg.split_once(':').ok_or_else(|| {
+        let shown: String = arg
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || "-_".contains(*c))
+            .collect();
+        invalid(format!(
+            "--header {shown:?}…: expected \"Name: value\" (a colon after the name)"
+        ))
+    })?;
     let key = key.trim();
     if key.is_empty()
         || !key
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_".contains(c))
     {
-        return Err(invalid(format!("--header {arg:?}: invalid header name")));
+        return Err(invalid(format!("--header {key:?}: invalid header name")));
     }
     let secret =
         looks_like_credential(key) || secret_names.iter().any(|s| s.eq_ignore_ascii_case(key));
     Ok((
         key.to_string(),
         GivenValue {
-            value: value.trim_start().to_string(),
+            // One optional space after the colon is the separator; the rest is kept.
+            value: value.strip_prefix(' ').unwrap_or(value).to_string(),
             secret,
         },
     ))

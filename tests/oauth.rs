@@ -104,11 +104,14 @@ fn authorize_refresh_and_logout_against_a_local_authorization_server() {
             "--transport",
             "http",
             &server.url,
-            "--auth",
-            "oauth",
         ],
         &[],
     );
+    assert!(out.status.success(), "{}", text(&out));
+    // OAuth turned on by an edit (as for an imported remote server).
+    let out = run(&["servers", "auth", "secure"], &[]);
+    assert!(text(&out).contains("does not use OAuth"), "{}", text(&out));
+    let out = run(&["servers", "edit", "secure", "--auth", "oauth"], &[]);
     assert!(out.status.success(), "{}", text(&out));
 
     // Without tokens a run fails at once, naming the command to run.

@@ -167,9 +167,13 @@ fn stdio_round_trip_with_tested_catalog_staleness_and_a_secret_that_never_leaks(
     ok(&ws.run(&["servers", "disable", "fx"], &[]));
     let fx = entry(&listing(&ws), "fx").clone();
     assert_eq!(fx["enabled"], false);
-    assert_eq!(fx["catalog"], "untested");
+    assert_eq!(fx["catalog"], "stale");
     let (status, _) = ws.json(&["status"], &[]);
     assert_eq!(status["services"][0]["state"], "disabled");
+    // Enabling again does not bring the old catalog back.
+    ok(&ws.run(&["servers", "enable", "fx"], &[]));
+    assert_eq!(entry(&listing(&ws), "fx")["catalog"], "stale");
+    ok(&ws.run(&["servers", "disable", "fx"], &[]));
     ok(&ws.run(&["servers", "enable", "fx"], &[]));
     assert!(tool_names(&ws).is_empty());
     ok(&ws.run(&["servers", "test", "fx"], &[]));
@@ -401,4 +405,80 @@ fn library_refuses_nul_secrets_without_writing() {
     assert!(e.contains("API_TOKEN") && e.contains("NUL"), "{e}");
     assert!(servers.registry().services("").unwrap().is_empty());
     assert!(!dir.path().join("data/secrets/secrets.json").exists());
+}
+
+/// Runs `airlock` in folder `cwd` with the data directory `data`.
+fn run_in(
+    cwd: &std::path::Path,
+    data: &std::path::Path,
+    args: &[&str],
+    envs: &[(&str, &str)],
+) -> std::process::Output {
+    let mut cmd = std::process::Command::new(support::airlock_bin());
+    cmd.arg("--data-dir").arg(data).args(args).current_dir(cwd);
+    cmd.env("AIRLOCK_CONFIG", cwd.join("no-user-config.toml"));
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn catalogs_are_kept_per_launch_and_a_lost_variable_marks_only_its_server() {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    let (a, b) = (root.path().join("a"), root.path().join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let cmd = fixture_cmd();
+    // The same name in two projects, launched differently.
+    for (dir, mode) in [(&a, "MODE=a"), (&b, "MODE=b")] {
+        let mut args = vec![
+            "servers", "add", "db", "--scope", "project", "--env", mode, "--",
+        ];
+        args.extend(cmd.iter().map(String::as_str));
+        ok(&run_in(dir, &data, &args, &[]));
+        ok(&run_in(dir, &data, &["servers", "test", "db"], &[]));
+    }
+    for dir in [&a, &b] {
+        let out = run_in(dir, &data, &["--json", "servers", "list"], &[]);
+        let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            list["servers"][0]["catalog"],
+            "tested",
+            "{}: {list}",
+            dir.display()
+        );
+    }
+
+    // A ${VAR} that resolved when the server was added but is gone now: that server
+    // needs repair, naming the variable; the others still load and work.
+    let mut args = vec!["servers", "add", "tpl", "--"];
+    args.extend(cmd.iter().map(String::as_str));
+    args.push("${TPL_EXTRA_ARG}");
+    ok(&run_in(&a, &data, &args, &[("TPL_EXTRA_ARG", "--verbose")]));
+    let out = run_in(&a, &data, &["--json", "servers", "list"], &[]);
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tpl = list["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "tpl")
+        .unwrap()
+        .clone();
+    assert!(tpl["repair"].to_string().contains("TPL_EXTRA_ARG"), "{tpl}");
+    let out = run_in(
+        &a,
+        &data,
+        &[
+            "--json",
+            "call",
+            "mcp__db__echo",
+            "--args",
+            r#"{"text":"still here"}"#,
+        ],
+        &[],
+    );
+    let call: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(call["text"], "still here", "{call}");
 }

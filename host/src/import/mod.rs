@@ -1591,13 +1591,15 @@ mod tests {
         let vars = env_of(&[("ALPHA", "1"), ("BETA", "2"), ("GAMMA", "3")]);
         let out = scan_in(home.path(), None, &*vars, None);
         let s = find(&out, "s");
+        // Whatever came from Airlock's environment is secret; an unset variable, a default
+        // written in the file and literal text are not.
         assert_eq!(
             env(s),
             &values(&[
-                ("A", "1", false),
-                ("B", "2", false),
-                ("C", "3", false),
-                ("D", "prefix-1-suffix", false),
+                ("A", "1", true),
+                ("B", "2", true),
+                ("C", "3", true),
+                ("D", "prefix-1-suffix", true),
                 ("E", "", false),
                 ("F", "fallback", false),
                 ("G", "literal $GAMMA", false),
@@ -1726,6 +1728,113 @@ mod tests {
         assert_eq!(env(find(&out, "s"))["PLAIN"], val("svc", true));
     }
 
+    #[test]
+    fn values_resolved_from_env_references_are_secret_and_masked() {
+        let vars = env_of(&[
+            ("DATABASE_URL", "postgres://u:pw@h/db"),
+            ("DB_HOST", "db.internal"),
+        ]);
+        let mut r = Resolver {
+            env: &*vars,
+            home: Path::new("/home/u"),
+            workspace: None,
+            repair: Vec::new(),
+            notes: Vec::new(),
+        };
+        assert_eq!(
+            r.imported("DATABASE_URL", "${DATABASE_URL}"),
+            val("postgres://u:pw@h/db", true)
+        );
+        assert_eq!(
+            r.imported("DATABASE_URL", "$DATABASE_URL"),
+            val("postgres://u:pw@h/db", true)
+        );
+        assert!(r.repair.is_empty());
+
+        let home = tempfile::tempdir().unwrap();
+        put(
+            home.path(),
+            ".cursor/mcp.json",
+            r#"{"mcpServers": {"db": {"command": "srv", "env": {
+                "DATABASE_URL": "${DATABASE_URL}", "DSN": "postgres://${env:DB_HOST}/app",
+                "REGION": "eu", "FALLBACK": "${UNSET_VAR:-plain}"
+            }}}}"#,
+        );
+        let out = scan_in(home.path(), None, &*vars, None);
+        let db = find(&out, "db");
+        assert!(db.enabled && db.repair.is_empty(), "{db:?}");
+        assert_eq!(
+            env(db),
+            &values(&[
+                ("DATABASE_URL", "postgres://u:pw@h/db", true),
+                ("DSN", "postgres://db.internal/app", true),
+                ("FALLBACK", "plain", false),
+                ("REGION", "eu", false),
+            ])
+        );
+        assert_eq!(
+            env(&db.masked()),
+            &values(&[
+                ("DATABASE_URL", MASK, true),
+                ("DSN", MASK, true),
+                ("FALLBACK", "plain", false),
+                ("REGION", "eu", false),
+            ])
+        );
+        let shown = format!("{out:?}{:?}", db.masked());
+        assert!(!shown.contains("u:pw@h"), "{shown}");
+        assert!(!shown.contains("db.internal"), "{shown}");
+    }
+
+    #[test]
+    fn literal_non_credential_values_stay_plain() {
+        let home = tempfile::tempdir().unwrap();
+        put(
+            home.path(),
+            ".cursor/mcp.json",
+            r#"{"mcpServers": {"s": {"command": "srv", "env": {
+                "DATABASE_URL": "postgres://localhost/dev", "NODE_ENV": "production",
+                "GREETING": "${UNSET_GREETING:-hello}", "PRICE": "literal $5"
+            }}}}"#,
+        );
+        let out = scan_in(home.path(), None, &no_env, None);
+        let s = find(&out, "s");
+        assert_eq!(
+            env(s),
+            &values(&[
+                ("DATABASE_URL", "postgres://localhost/dev", false),
+                ("GREETING", "hello", false),
+                ("NODE_ENV", "production", false),
+                ("PRICE", "literal $5", false),
+            ])
+        );
+        assert_eq!(&s.masked(), s, "nothing to mask");
+        assert!(s.enabled && s.repair.is_empty());
+    }
+
+    #[test]
+    fn remote_headers_resolved_from_env_references_are_withheld() {
+        let home = tempfile::tempdir().unwrap();
+        put(
+            home.path(),
+            ".cursor/mcp.json",
+            r#"{"mcpServers": {"r": {"url": "https://r.example/mcp", "headers": {
+                "X-Tenant": "${TENANT_ID}", "X-Client": "cursor"}}}}"#,
+        );
+        let vars = env_of(&[("TENANT_ID", "acme-tenant-42")]);
+        let out = scan_in(home.path(), None, &*vars, None);
+        let r = find(&out, "r");
+        assert!(!r.enabled);
+        assert_eq!(headers(r), &values(&[("X-Client", "cursor", false)]));
+        assert_eq!(
+            r.repair,
+            [
+                "credentials not imported: header X-Tenant; set it with `airlock servers edit r --header ...`"
+            ]
+        );
+        assert!(!format!("{out:?}").contains("acme-tenant-42"));
+    }
+
     // --- Rule 3: credentials typed into args ---
 
     #[test]
@@ -1813,6 +1922,119 @@ mod tests {
         assert!(!format!("{out:?}").contains("Hunter2"));
     }
 
+    #[test]
+    fn url_args_with_credentials_are_scrubbed() {
+        let mut list: Vec<String> = [
+            "https://mcp.x/sse?token=abc123def456",
+            "https://user:pass@host/x",
+            "postgresql://u:pw@h/db",
+            "--url=https://mcp.x/sse?region=eu&api_key=k3yk3y",
+            "DATABASE_URL=postgres://app:s3cret@db.internal:5432/app",
+            "--dsn",
+            "redis://:hunter2@cache:6379/0",
+            "https://mcp.x/sse?key=${API_KEY}",
+            "https://example.com/mcp?author=jane&page=2",
+            "postgresql://localhost/dev",
+            "--db=postgresql://app@localhost/dev",
+            "--port=8080",
+            "/srv/data",
+            "--author",
+            "Jane Doe",
+        ]
+        .map(String::from)
+        .to_vec();
+        let scrubbed = scrub_args(&mut list);
+        assert_eq!(scrubbed, [0, 1, 2, 3, 4, 6]);
+        assert_eq!(
+            list,
+            [
+                "https://mcp.x/sse?token=REDACTED",
+                "https://user:REDACTED@host/x",
+                "postgresql://u:REDACTED@h/db",
+                "--url=https://mcp.x/sse?region=eu&api_key=REDACTED",
+                "DATABASE_URL=postgres://app:REDACTED@db.internal:5432/app",
+                "--dsn",
+                "redis://:REDACTED@cache:6379/0",
+                "https://mcp.x/sse?key=${API_KEY}",
+                "https://example.com/mcp?author=jane&page=2",
+                "postgresql://localhost/dev",
+                "--db=postgresql://app@localhost/dev",
+                "--port=8080",
+                "/srv/data",
+                "--author",
+                "Jane Doe",
+            ]
+        );
+    }
+
+    #[test]
+    fn option_values_holding_headers_variables_or_tokens_are_scrubbed() {
+        let mut list: Vec<String> = [
+            "--header=Authorization: Bearer abc123",
+            "--header=X-Api-Key: k3yValue",
+            "--env=API_KEY=abc123",
+            "--set=db-password=hunter2",
+            "--config=ghp_abcdefghijklmnop0123456789",
+            "--header=Accept: application/json",
+            "--header=Authorization: Bearer ${GITHUB_TOKEN}",
+            "--env=NODE_ENV=production",
+            "--env=TOKEN_FILE=/run/secrets/token",
+            "--author=Jane Doe",
+        ]
+        .map(String::from)
+        .to_vec();
+        let scrubbed = scrub_args(&mut list);
+        assert_eq!(scrubbed, [0, 1, 2, 3, 4]);
+        assert_eq!(
+            list,
+            [
+                "--header=Authorization: REDACTED",
+                "--header=X-Api-Key: REDACTED",
+                "--env=API_KEY=REDACTED",
+                "--set=db-password=REDACTED",
+                "--config=REDACTED",
+                "--header=Accept: application/json",
+                "--header=Authorization: Bearer ${GITHUB_TOKEN}",
+                "--env=NODE_ENV=production",
+                "--env=TOKEN_FILE=/run/secrets/token",
+                "--author=Jane Doe",
+            ]
+        );
+    }
+
+    #[test]
+    fn url_and_header_args_are_reported_by_position_only() {
+        let home = tempfile::tempdir().unwrap();
+        put(
+            home.path(),
+            ".cursor/mcp.json",
+            r#"{"mcpServers": {"s": {"command": "mcp-remote", "args": [
+                "--sse", "https://mcp.x/sse?token=abc123def456", "postgresql://u:Pw0rdXYZ@h/db",
+                "--header=Authorization: Bearer Tok3nXYZ"]}}}"#,
+        );
+        let out = scan_in(home.path(), None, &no_env, None);
+        let s = find(&out, "s");
+        assert_eq!(
+            args(s),
+            [
+                "--sse",
+                "https://mcp.x/sse?token=REDACTED",
+                "postgresql://u:REDACTED@h/db",
+                "--header=Authorization: REDACTED",
+            ]
+        );
+        let reason = |i: usize| {
+            format!(
+                "args[{i}] looked like a credential typed into the command line and was replaced with REDACTED; pass it through an env var instead"
+            )
+        };
+        assert_eq!(s.repair, [reason(1), reason(2), reason(3)]);
+        let shown = format!("{out:?}");
+        for secret in ["abc123def456", "Pw0rdXYZ", "Tok3nXYZ"] {
+            assert!(!shown.contains(secret), "{secret} leaked: {shown}");
+        }
+    }
+
     // --- Rule 4: remote entries ---
 
     #[test]
@@ -1879,6 +2101,42 @@ mod tests {
         assert_eq!(
             scrub_url("https://h.example/mcp?key=${API_KEY}"),
             ("https://h.example/mcp?key=${API_KEY}".to_string(), vec![])
+        );
+    }
+
+    #[test]
+    fn scrub_url_understands_any_scheme_and_urls_inside_text() {
+        assert_eq!(
+            scrub_url("postgresql://u:pw@h/db"),
+            (
+                "postgresql://u:REDACTED@h/db".to_string(),
+                vec!["the password in the url".to_string()]
+            )
+        );
+        assert_eq!(
+            scrub_url(
+                "DSN=mysql://root:pw@db/app primary, see https://docs.example/x?access_token=t0k"
+            ),
+            (
+                "DSN=mysql://root:REDACTED@db/app primary, see https://docs.example/x?access_token=REDACTED"
+                    .to_string(),
+                vec![
+                    "the password in the url".to_string(),
+                    "url query parameter access_token".to_string()
+                ]
+            )
+        );
+        // Query parameters merely mentioning a credential word are left alone.
+        assert_eq!(
+            scrub_url("https://example.com/mcp?author=jane&token_type=bearer"),
+            (
+                "https://example.com/mcp?author=jane&token_type=bearer".to_string(),
+                vec![]
+            )
+        );
+        assert_eq!(
+            scrub_url("no url here: just text"),
+            ("no url here: just text".to_string(), vec![])
         );
     }
 
@@ -2353,9 +2611,16 @@ mod tests {
             [
                 "-y",
                 "@modelcontextprotocol/server-postgres",
-                "postgresql://localhost/dev"
+                "postgresql://dev:REDACTED@localhost/dev"
             ]
         );
+        assert_eq!(
+            postgres.repair,
+            [
+                "args[2] looked like a credential typed into the command line and was replaced with REDACTED; pass it through an env var instead"
+            ]
+        );
+        assert!(!format!("{out:?}").contains("devpass"));
 
         let filesystem = find(&out, "filesystem");
         assert_eq!(filesystem.source, project);
@@ -2578,7 +2843,7 @@ mod tests {
             env(python),
             &values(&[
                 ("API_KEY", "ext-key-value", true),
-                ("DATABASE_URL", "postgres://db", false),
+                ("DATABASE_URL", "postgres://db", true),
             ])
         );
         assert_eq!(cwd(python), Some("/srv/mcp-servers/python"));

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
-use super::{Cli, open_servers, project_dir};
+use super::{Cli, data_dir, project_dir};
 use crate::config::process_env;
 use crate::import::{Candidate, Client, ImportSources, ImportedTransport, Scan};
 use crate::registry::Scope;
@@ -86,7 +86,9 @@ pub async fn run(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, String> {
         only,
     });
     let request = json!({"from": only.map(|c| c.name()), "workspace": workspace});
-    let servers = open_servers(cli)?;
+    // Project-scope imports belong to the workspace they were read from.
+    let servers =
+        crate::servers::Servers::open(&data_dir(cli), &workspace).map_err(|e| e.to_string())?;
     if args.apply.is_empty() {
         preview(cli, &servers, &scan, &request)
     } else {

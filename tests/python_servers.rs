@@ -377,3 +377,36 @@ async fn a_slow_tool_times_out_with_the_timeout_code() {
     assert!(err.message.contains("cancellation"), "{}", err.message);
     airlock.close().await;
 }
+
+/// A credential passed in `args` through a variable (`--api-token=${ARG_API_TOKEN}`) is
+/// a known secret too: echoed back by the server, it is redacted.
+#[tokio::test]
+async fn a_credential_expanded_into_args_is_a_known_secret() {
+    const ARG_SECRET: &str = "arg-secret-77c0ffee";
+    let text = format!(
+        "[mcp_servers.fx]\ncommand = {}\nargs = [{}, \"--api-token=${{ARG_API_TOKEN}}\"]\n",
+        toml_str(python().display().to_string()),
+        toml_str(python_server("fixture_server.py").display().to_string())
+    );
+    let env = |name: &str| {
+        (name == "ARG_API_TOKEN")
+            .then(|| ARG_SECRET.to_string())
+            .or_else(|| airlock_host::config::process_env(name))
+    };
+    let config =
+        airlock_host::config::Config::from_str(std::path::Path::new("args.toml"), &text, &env)
+            .unwrap();
+    let ws = Workspace::new("");
+    let airlock = Airlock::start(config, ws.options()).await.unwrap();
+    let out = airlock
+        .call(
+            "mcp__fx__echo",
+            json!({"text": format!("the token is {ARG_SECRET}")}),
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(!out.preview.contains(ARG_SECRET), "{}", out.preview);
+    assert!(out.retained.redacted);
+    airlock.close().await;
+}

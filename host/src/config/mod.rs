@@ -178,6 +178,9 @@ pub struct ServerConfig {
     pub adapters: Adapters,
     /// The plugins' configuration.
     pub adapter_config: AdapterConfig,
+    /// Credential-named variables (`${GITHUB_TOKEN}`) the definition referenced, with
+    /// their values: known secrets even when they were expanded into `args` or `url`.
+    pub referenced_secrets: Vec<(String, String)>,
     /// Why the definition cannot work until someone fixes it (a secret missing from the
     /// store, an env reference an import could not resolve…). A service with repair
     /// reasons is reported failed and never launched.

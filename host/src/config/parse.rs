@@ -210,8 +210,23 @@ pub(super) fn parse_server(
             )),
         },
     };
+    // Credential-named variables referenced anywhere (command, args, url, env,
+    // headers) are known secrets, whatever field they end up in.
+    let referenced = std::cell::RefCell::new(Vec::<(String, String)>::new());
+    let recording = |name: &str| {
+        let value = env(name);
+        if let Some(v) = &value
+            && crate::secrets::looks_like_credential(name)
+            && !v.is_empty()
+        {
+            referenced
+                .borrow_mut()
+                .push((format!("${{{name}}}"), v.clone()));
+        }
+        value
+    };
     let expand = |field: &str, text: &str| {
-        expand_vars(text, env).map_err(|m| err(format!("\"{field}\": {m}")))
+        expand_vars(text, &recording).map_err(|m| err(format!("\"{field}\": {m}")))
     };
     let env_map = f.string_map("env").map_err(err)?.unwrap_or_default();
     let headers = f.string_map("headers").map_err(err)?.unwrap_or_default();
@@ -320,6 +335,7 @@ pub(super) fn parse_server(
         adapters,
         adapter_config,
         repair: Vec::new(),
+        referenced_secrets: referenced.take(),
     })
 }
 

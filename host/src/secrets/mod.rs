@@ -49,7 +49,8 @@ pub fn validate_secret(name: &str, value: &str) -> Result<(), String> {
 }
 
 /// The known secrets of one service as `(name, value)`: env vars and headers marked in
-/// `secret_env` or named like credentials. For a header like `Authorization: Bearer X`
+/// `secret_env` or named like credentials, credentials in the URL, and credential-named
+/// variables expanded anywhere in the definition. For a header like `Authorization: Bearer X`
 /// both the whole value and the token after the scheme are known.
 pub fn known_secrets(server: &ServerConfig) -> Vec<(String, String)> {
     let mut found = Vec::new();
@@ -74,6 +75,13 @@ pub fn known_secrets(server: &ServerConfig) -> Vec<(String, String)> {
                     }
                 }
             }
+        }
+    }
+    // Credential-named variables expanded elsewhere (args, url), unless the same value
+    // is already known under its env or header name.
+    for (name, value) in &server.referenced_secrets {
+        if !found.iter().any(|(_, v)| v == value) {
+            found.push((name.clone(), value.clone()));
         }
     }
     found

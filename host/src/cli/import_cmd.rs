@@ -33,26 +33,27 @@ pub struct ImportArgs {
     pub scope: String,
 }
 
-/// A candidate's digest keyed with a random key kept in the secret store, so the digest
-/// saved in the registry (it covers secret values) cannot be brute-forced offline.
-fn keyed_digest(servers: &crate::servers::Servers, c: &Candidate) -> Result<String, String> {
+/// The random key preview digests are keyed with, kept in the secret store (created on
+/// first use), so the digests saved in the registry (they cover secret values) cannot be
+/// brute-forced offline. Read once per command.
+fn preview_key(servers: &crate::servers::Servers) -> Result<String, String> {
     const KEY: &str = "import-preview-key";
     let store = servers.store();
-    let key = match store.get(KEY).map_err(|e| e.to_string())? {
-        Some(k) => k,
-        None => {
-            let k = format!(
-                "{}{}",
-                uuid::Uuid::new_v4().simple(),
-                uuid::Uuid::new_v4().simple()
-            );
-            store.put(KEY, &k).map_err(|e| e.to_string())?;
-            k
-        }
-    };
-    Ok(crate::results::digest(
-        format!("{key}:{}", c.digest()).as_bytes(),
-    ))
+    if let Some(k) = store.get(KEY).map_err(|e| e.to_string())? {
+        return Ok(k);
+    }
+    let k = format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    );
+    store.put(KEY, &k).map_err(|e| e.to_string())?;
+    Ok(k)
+}
+
+/// A candidate's digest keyed with [`preview_key`].
+fn keyed_digest(key: &str, c: &Candidate) -> String {
+    crate::results::digest(format!("{key}:{}", c.digest()).as_bytes())
 }
 
 fn home() -> Result<PathBuf, String> {
@@ -102,11 +103,12 @@ fn preview(
     scan: &Scan,
     request: &serde_json::Value,
 ) -> Result<ExitCode, String> {
+    let key = preview_key(servers)?;
     let entries: BTreeMap<String, String> = scan
         .candidates
         .iter()
-        .map(|c| Ok((c.name.clone(), keyed_digest(servers, c)?)))
-        .collect::<Result<_, String>>()?;
+        .map(|c| (c.name.clone(), keyed_digest(&key, c)))
+        .collect();
     servers
         .registry()
         .save_import_preview(request, &entries)
@@ -232,6 +234,7 @@ fn apply(
         }
         names.to_vec()
     };
+    let key = preview_key(servers)?;
     let mut imported = Vec::new();
     let mut failed = Vec::new();
     for name in selected {
@@ -240,7 +243,7 @@ fn apply(
             None => Err(format!(
                 "\"{name}\" is no longer in its source file; run `airlock import` again"
             )),
-            Some(c) if keyed_digest(servers, c)? != preview.entries[&name] => Err(format!(
+            Some(c) if keyed_digest(&key, c) != preview.entries[&name] => Err(format!(
                 "\"{name}\" changed in \"{}\" since the preview; run `airlock import` again",
                 c.source.display()
             )),

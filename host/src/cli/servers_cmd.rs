@@ -599,6 +599,40 @@ fn masked_values(map: &BTreeMap<String, StoredValue>) -> serde_json::Value {
         .collect()
 }
 
+/// A transport as shown by `servers get`, its env or headers already masked.
+enum ShownTransport<'a> {
+    Stdio {
+        command: &'a str,
+        args: &'a [String],
+        env: serde_json::Value,
+    },
+    Http {
+        url: &'a str,
+        headers: serde_json::Value,
+        auth: Option<&'a str>,
+    },
+}
+
+impl ShownTransport<'_> {
+    /// Adds the transport's fields to a server description.
+    fn add_to(self, v: &mut serde_json::Value) {
+        match self {
+            ShownTransport::Stdio { command, args, env } => {
+                v["type"] = json!("stdio");
+                v["command"] = json!(command);
+                v["args"] = json!(args);
+                v["env"] = env;
+            }
+            ShownTransport::Http { url, headers, auth } => {
+                v["type"] = json!("http");
+                v["url"] = json!(url);
+                v["headers"] = headers;
+                v["auth"] = json!(auth);
+            }
+        }
+    }
+}
+
 /// A registry record for display: secret values masked, references hidden.
 fn describe_record(r: &ServiceRecord) -> serde_json::Value {
     let mut v = json!({
@@ -615,19 +649,18 @@ fn describe_record(r: &ServiceRecord) -> serde_json::Value {
         "origin": r.origin,
     });
     match &r.transport {
-        StoredTransport::Stdio { command, args, env } => {
-            v["type"] = json!("stdio");
-            v["command"] = json!(command);
-            v["args"] = json!(args);
-            v["env"] = masked_values(env);
-        }
-        StoredTransport::Http { url, headers, auth } => {
-            v["type"] = json!("http");
-            v["url"] = json!(url);
-            v["headers"] = masked_values(headers);
-            v["auth"] = json!(auth);
-        }
+        StoredTransport::Stdio { command, args, env } => ShownTransport::Stdio {
+            command,
+            args,
+            env: masked_values(env),
+        },
+        StoredTransport::Http { url, headers, auth } => ShownTransport::Http {
+            url,
+            headers: masked_values(headers),
+            auth: auth.as_deref(),
+        },
     }
+    .add_to(&mut v);
     v
 }
 
@@ -661,18 +694,17 @@ fn describe_config(s: &ServerConfig) -> serde_json::Value {
         "repair": s.repair,
     });
     match &s.transport {
-        TransportConfig::Stdio { command, args, env } => {
-            v["type"] = json!("stdio");
-            v["command"] = json!(command);
-            v["args"] = json!(args);
-            v["env"] = mask(env);
-        }
-        TransportConfig::Http { url, headers, auth } => {
-            v["type"] = json!("http");
-            v["url"] = json!(url);
-            v["headers"] = mask(headers);
-            v["auth"] = json!(auth);
-        }
+        TransportConfig::Stdio { command, args, env } => ShownTransport::Stdio {
+            command,
+            args,
+            env: mask(env),
+        },
+        TransportConfig::Http { url, headers, auth } => ShownTransport::Http {
+            url,
+            headers: mask(headers),
+            auth: auth.as_deref(),
+        },
     }
+    .add_to(&mut v);
     v
 }

@@ -231,7 +231,7 @@ pub async fn run(cli: &Cli, command: &ServersCommand) -> Result<ExitCode, String
         }
         ServersCommand::List => {
             let config = servers.load_config(&sources, &env).map_err(fail)?;
-            let listing = servers.list(&config, &sources).map_err(fail)?;
+            let listing = servers.list(&config).map_err(fail)?;
             print(cli, json!({"servers": listing}), || {
                 if listing.is_empty() {
                     println!(

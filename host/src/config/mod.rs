@@ -261,6 +261,9 @@ pub struct Config {
     pub sandbox: SandboxLimits,
     /// The files that were read, in order.
     pub files: Vec<PathBuf>,
+    /// Every source that defined each server, in the order they were merged (the last
+    /// one is the definition in effect).
+    pub definitions: BTreeMap<String, Vec<PathBuf>>,
 }
 
 /// Where configuration files are looked for.
@@ -345,6 +348,11 @@ impl Config {
                 Layer::File(file, required) => (file, required),
                 Layer::Servers(servers) => {
                     for server in servers {
+                        config
+                            .definitions
+                            .entry(server.name.clone())
+                            .or_default()
+                            .push(server.source.clone());
                         raw_servers.insert(server.name.clone(), Entry::Parsed(Box::new(server)));
                     }
                     continue;
@@ -365,6 +373,11 @@ impl Config {
                 config.sandbox = limits;
             }
             for (name, value) in document.servers {
+                config
+                    .definitions
+                    .entry(name.clone())
+                    .or_default()
+                    .push(file.clone());
                 raw_servers.insert(name, Entry::Raw(file.clone(), value));
             }
             config.files.push(file);

@@ -663,39 +663,7 @@ impl Servers {
 
     /// `airlock servers list`: every effective server with its source, catalog state and
     /// what it overrides.
-    pub fn list(
-        &self,
-        config: &Config,
-        sources: &ConfigSources,
-    ) -> Result<Vec<Listing>, ServersError> {
-        let mut shadowed: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        let mut note = |name: &str, source: String| {
-            shadowed.entry(name.to_string()).or_default().push(source);
-        };
-        for file in sources
-            .user
-            .iter()
-            .chain(sources.project.iter())
-            .chain(sources.explicit.iter())
-        {
-            if let Ok(c) = Config::load(
-                &ConfigSources {
-                    explicit: vec![file.clone()],
-                    ..Default::default()
-                },
-                &|_| Some(String::new()),
-            ) {
-                for name in c.servers.keys() {
-                    note(name, file.display().to_string());
-                }
-            }
-        }
-        for record in self.registry.services(&self.project)? {
-            note(
-                &record.key.name,
-                registry_source(record.key.scope).display().to_string(),
-            );
-        }
+    pub fn list(&self, config: &Config) -> Result<Vec<Listing>, ServersError> {
         let mut out = Vec::new();
         for (name, server) in &config.servers {
             let source = server.source.display().to_string();
@@ -705,12 +673,14 @@ impl Servers {
                 _ if self.registry.has_catalog(name)? => ("stale", None),
                 _ => ("untested", None),
             };
-            let overrides = shadowed
+            // The same file can be read twice (as the project file and by --config).
+            let overrides = config
+                .definitions
                 .get(name)
                 .map(|all| {
                     all.iter()
-                        .filter(|s| **s != source)
-                        .cloned()
+                        .map(|s| s.display().to_string())
+                        .filter(|s| *s != source)
                         .collect::<BTreeSet<_>>()
                 })
                 .unwrap_or_default()

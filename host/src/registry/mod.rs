@@ -2,18 +2,25 @@
 //! directory), with versioned migrations: frozen namespaces, grants, services managed by
 //! `airlock servers` (secret values are only referenced), tested catalogs, the index of
 //! retained results, and import previews.
+//!
+//! This module owns the [`Registry`] handle, its errors, the migrations, and the
+//! namespace and grant tables; each other table has its own module.
 
+mod catalogs;
+mod imports;
+mod results;
 mod services;
 
-pub use services::{
-    ImportPreview, ResultEntry, Scope, ServiceKey, ServiceRecord, StoredCatalog, StoredTransport,
-    StoredValue,
-};
+pub use catalogs::StoredCatalog;
+pub use imports::ImportPreview;
+pub use results::ResultEntry;
+pub use services::{Scope, ServiceKey, ServiceRecord, StoredTransport, StoredValue};
 
 use std::path::Path;
 use std::sync::Mutex;
 
 use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
 
 /// The database file's name inside the data directory.
 pub const DB_FILE: &str = "registry.db";
@@ -219,28 +226,20 @@ impl Registry {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn namespaces_are_frozen_and_survive_reopening() {
-        let dir = tempfile::tempdir().unwrap();
-        let reg = Registry::open(dir.path()).unwrap();
-        assert_eq!(reg.namespace("rea").unwrap(), None);
-        assert_eq!(reg.freeze_namespace("rea", "rea").unwrap(), "rea");
-        assert_eq!(reg.freeze_namespace("rea", "other").unwrap(), "rea");
-        reg.freeze_namespace("fs", "fs").unwrap();
-        drop(reg);
-        let reg = Registry::open(dir.path()).unwrap();
-        assert_eq!(reg.namespace("rea").unwrap().as_deref(), Some("rea"));
-        assert_eq!(
-            reg.namespaces_except("rea").unwrap(),
-            vec!["fs".to_string()]
-        );
-        assert!(
-            reg.freeze_namespace("dup", "fs").is_err(),
-            "a namespace is held by one service only"
-        );
-    }
+/// The error a row decoder returns for a stored value that does not decode (the
+/// message names the row and column).
+fn corrupt(name: &str, column: &str, e: impl std::fmt::Display) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(
+        0,
+        rusqlite::types::Type::Text,
+        format!("service \"{name}\", column {column}: {e}").into(),
+    )
 }
+
+/// A value as stored in a JSON column.
+fn to_json<T: Serialize>(v: &T) -> String {
+    serde_json::to_string(v).expect("registry values serialize")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,50 +1,16 @@
-//! Registry tables for the operator's side: services added with `airlock servers`,
-//! tested catalogs, the retained-results index and import previews.
+//! The `services` table: servers added with `airlock servers` (or imported), their
+//! scope and key, and how each row is stored and decoded (secret values are only
+//! referenced).
 
-use std::collections::BTreeMap;
 
 use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Registry, RegistryError};
+use super::{Registry, RegistryError, corrupt, to_json};
+use crate::config::{Auth, Transport};
 
-/// Where a registry service applies: to every folder (user) or to one project folder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Scope {
-    /// Everywhere, for this user.
-    User,
-    /// Only when Airlock runs in one project folder.
-    Project,
-}
-
-impl Scope {
-    /// `user` or `project`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::User => "user",
-            Scope::Project => "project",
-        }
-    }
-
-    /// Parses `user` or `project`.
-    pub fn parse(text: &str) -> Result<Scope, String> {
-        match text {
-            "user" => Ok(Scope::User),
-            "project" => Ok(Scope::Project),
-            other => Err(format!(
-                "unknown scope \"{other}\"; expected \"user\" or \"project\""
-            )),
-        }
-    }
-}
-
-impl std::fmt::Display for Scope {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::config::Scope;
 
 /// Identifies one registry service: scope, project folder (empty for user scope), name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -67,29 +33,15 @@ pub enum StoredValue {
     Secret(String),
 }
 
-/// How a registry service is reached.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "type", rename_all = "lowercase")]
-pub enum StoredTransport {
-    /// A local process.
-    Stdio {
-        /// The program.
-        command: String,
-        /// Its arguments, verbatim.
-        args: Vec<String>,
-        /// Environment variables.
-        env: BTreeMap<String, StoredValue>,
-    },
-    /// A remote server.
-    Http {
-        /// The endpoint.
-        url: String,
-        /// Extra headers.
-        headers: BTreeMap<String, StoredValue>,
-        /// `Some("oauth")` when the server needs OAuth.
-        auth: Option<String>,
-    },
+impl crate::config::MaskedDebug for StoredValue {
+    fn fmt_masked(&self, _name: &str, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // A secret is only referenced here; the reference is not the value.
+        write!(f, "{self:?}")
+    }
 }
+
+/// How a registry service is reached: values are plain or secret references.
+pub type StoredTransport = Transport<StoredValue>;
 
 /// One service row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -124,11 +76,9 @@ pub struct ServiceRecord {
 impl ServiceRecord {
     /// Every secret reference the record holds.
     pub fn secret_refs(&self) -> Vec<String> {
-        let values = match &self.transport {
-            StoredTransport::Stdio { env, .. } => env.values(),
-            StoredTransport::Http { headers, .. } => headers.values(),
-        };
-        values
+        self.transport
+            .values()
+            .values()
             .filter_map(|v| match v {
                 StoredValue::Secret(r) => Some(r.clone()),
                 StoredValue::Plain(_) => None,
@@ -137,68 +87,7 @@ impl ServiceRecord {
     }
 }
 
-/// A catalog saved by `airlock servers test`: the raw tools as the server listed them.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StoredCatalog {
-    /// The service.
-    pub service: String,
-    /// The launch digest of the definition that was tested.
-    pub launch_digest: String,
-    /// When (unix seconds).
-    pub tested_at: i64,
-    /// The negotiated protocol version.
-    pub protocol_version: String,
-    /// `serverInfo.name`.
-    pub server_name: String,
-    /// `serverInfo.version`.
-    pub server_version: String,
-    /// The transport used.
-    pub transport: String,
-    /// The tools, as MCP JSON.
-    pub tools: Vec<Value>,
-}
-
-/// One retained result in the index.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ResultEntry {
-    /// The output id.
-    pub output_id: String,
-    /// The service that produced it.
-    pub service: String,
-    /// The agent that owns it.
-    pub agent: String,
-    /// Bytes retained.
-    pub size: u64,
-    /// `sha256:` digest.
-    pub digest: String,
-    /// Whether the whole output was retained.
-    pub complete: bool,
-    /// Whether anything was redacted.
-    pub redacted: bool,
-}
-
-/// A saved import preview (digests only: no value is stored).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImportPreview {
-    /// Row id.
-    pub id: i64,
-    /// When it was made (unix seconds).
-    pub created_at: i64,
-    /// What was asked (client filter and workspace), as JSON.
-    pub request: Value,
-    /// Candidate name -> digest.
-    pub entries: BTreeMap<String, String>,
-}
-
 const SERVICE_COLUMNS: &str = "scope, project, name, label, description, transport, command, args, cwd, env, url, headers, auth, enabled, startup_timeout_secs, tool_timeout_secs, adapters, adapter_config, repair, origin";
-
-fn corrupt(name: &str, column: &str, e: impl std::fmt::Display) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(
-        0,
-        rusqlite::types::Type::Text,
-        format!("service \"{name}\", column {column}: {e}").into(),
-    )
-}
 
 fn json_col<T: serde::de::DeserializeOwned>(
     row: &Row,
@@ -234,7 +123,8 @@ fn record_from_row(row: &Row) -> rusqlite::Result<ServiceRecord> {
                 .get::<_, Option<String>>(10)?
                 .ok_or_else(|| corrupt(&name, "url", "missing"))?,
             headers: json_col(row, 11, &name, "headers")?,
-            auth: row.get(12)?,
+            auth: Auth::parse(row.get::<_, Option<String>>(12)?.as_deref())
+                .map_err(|e| corrupt(&name, "auth", e))?,
         },
         other => return Err(corrupt(&name, "transport", other)),
     };
@@ -256,10 +146,6 @@ fn record_from_row(row: &Row) -> rusqlite::Result<ServiceRecord> {
         repair: json_col(row, 18, &name, "repair")?,
         origin: row.get(19)?,
     })
-}
-
-fn to_json<T: Serialize>(v: &T) -> String {
-    serde_json::to_string(v).expect("registry values serialize")
 }
 
 impl Registry {
@@ -299,7 +185,7 @@ impl Registry {
                 "{}".to_string(),
                 Some(url.clone()),
                 to_json(headers),
-                auth.clone(),
+                auth.as_config().map(str::to_string),
             ),
         };
         let values = params![
@@ -393,228 +279,7 @@ impl Registry {
             params![key.scope.as_str(), key.project, key.name],
         )? > 0)
     }
-
-    /// Saves a tested catalog, replacing the previous one.
-    pub fn save_catalog(&self, catalog: &StoredCatalog) -> Result<(), RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        db.execute(
-            "INSERT OR REPLACE INTO catalogs
-             (service, launch_digest, tested_at, protocol_version, server_name, server_version, transport, tools)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![
-                catalog.service,
-                catalog.launch_digest,
-                catalog.tested_at,
-                catalog.protocol_version,
-                catalog.server_name,
-                catalog.server_version,
-                catalog.transport,
-                to_json(&catalog.tools),
-            ],
-        )?;
-        Ok(())
-    }
-
-    /// The tested catalog of `service` for the launch with `launch_digest` (a catalog is
-    /// kept per launch, so two projects defining the same name differently each keep
-    /// theirs).
-    pub fn catalog(
-        &self,
-        service: &str,
-        launch_digest: &str,
-    ) -> Result<Option<StoredCatalog>, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        Ok(db
-            .query_row(
-                "SELECT service, launch_digest, tested_at, protocol_version, server_name, server_version, transport, tools
-                 FROM catalogs WHERE service = ?1 AND launch_digest = ?2",
-                [service, launch_digest],
-                |row| {
-                    let tools: String = row.get(7)?;
-                    Ok(StoredCatalog {
-                        service: row.get(0)?,
-                        launch_digest: row.get(1)?,
-                        tested_at: row.get(2)?,
-                        protocol_version: row.get(3)?,
-                        server_name: row.get(4)?,
-                        server_version: row.get(5)?,
-                        transport: row.get(6)?,
-                        tools: serde_json::from_str(&tools)
-                            .map_err(|e| corrupt(service, "catalogs.tools", e))?,
-                    })
-                },
-            )
-            .optional()?)
-    }
-
-    /// Whether `service` has a tested catalog for any launch (to tell "stale" from
-    /// "never tested").
-    pub fn has_catalog(&self, service: &str) -> Result<bool, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        Ok(db
-            .query_row(
-                "SELECT 1 FROM catalogs WHERE service = ?1 LIMIT 1",
-                [service],
-                |_| Ok(()),
-            )
-            .optional()?
-            .is_some())
-    }
-
-    /// Forgets the tested catalog of `service` for one launch. Returns whether there was
-    /// one.
-    pub fn delete_catalog(
-        &self,
-        service: &str,
-        launch_digest: &str,
-    ) -> Result<bool, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        Ok(db.execute(
-            "DELETE FROM catalogs WHERE service = ?1 AND launch_digest = ?2",
-            [service, launch_digest],
-        )? > 0)
-    }
-
-    /// Records a retained result in the index.
-    pub fn index_result(&self, entry: &ResultEntry) -> Result<(), RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        db.execute(
-            "INSERT OR REPLACE INTO results (output_id, service, agent, size, digest, complete, redacted)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![
-                entry.output_id,
-                entry.service,
-                entry.agent,
-                entry.size,
-                entry.digest,
-                entry.complete,
-                entry.redacted
-            ],
-        )?;
-        Ok(())
-    }
-
-    /// The indexed results of `service` owned by `agent`, newest first.
-    pub fn results(&self, service: &str, agent: &str) -> Result<Vec<ResultEntry>, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        let mut stmt = db.prepare(
-            "SELECT output_id, service, agent, size, digest, complete, redacted FROM results
-             WHERE service = ?1 AND agent = ?2 ORDER BY created_at DESC, rowid DESC",
-        )?;
-        let rows = stmt.query_map(params![service, agent], |row| {
-            Ok(ResultEntry {
-                output_id: row.get(0)?,
-                service: row.get(1)?,
-                agent: row.get(2)?,
-                size: row.get(3)?,
-                digest: row.get(4)?,
-                complete: row.get(5)?,
-                redacted: row.get(6)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// Saves an import preview and returns its id.
-    pub fn save_import_preview(
-        &self,
-        request: &Value,
-        entries: &BTreeMap<String, String>,
-    ) -> Result<i64, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        db.execute(
-            "INSERT INTO import_previews (request, entries) VALUES (?1, ?2)",
-            params![to_json(request), to_json(entries)],
-        )?;
-        Ok(db.last_insert_rowid())
-    }
-
-    /// The newest import preview, if any.
-    pub fn latest_import_preview(&self) -> Result<Option<ImportPreview>, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        Ok(db
-            .query_row(
-                "SELECT id, created_at, request, entries FROM import_previews ORDER BY id DESC LIMIT 1",
-                [],
-                |row| {
-                    let request: String = row.get(2)?;
-                    let entries: String = row.get(3)?;
-                    Ok(ImportPreview {
-                        id: row.get(0)?,
-                        created_at: row.get(1)?,
-                        request: serde_json::from_str(&request)
-                            .map_err(|e| corrupt("import preview", "request", e))?,
-                        entries: serde_json::from_str(&entries)
-                            .map_err(|e| corrupt("import preview", "entries", e))?,
-                    })
-                },
-            )
-            .optional()?)
-    }
-
-    /// The database's current time (unix seconds), the clock previews are judged by.
-    pub fn now(&self) -> Result<i64, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        Ok(db.query_row("SELECT unixepoch()", [], |r| r.get(0))?)
-    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn record(scope: Scope, name: &str) -> ServiceRecord {
-        ServiceRecord {
-            key: ServiceKey {
-                scope,
-                project: if scope == Scope::Project {
-                    "/p".into()
-                } else {
-                    String::new()
-                },
-                name: name.into(),
-            },
-            label: Some("L".into()),
-            description: None,
-            transport: StoredTransport::Stdio {
-                command: "node".into(),
-                args: vec!["a b".into(), "--x".into()],
-                env: BTreeMap::from([
-                    ("PLAIN".into(), StoredValue::Plain("1".into())),
-                    ("API_TOKEN".into(), StoredValue::Secret("secret:abc".into())),
-                ]),
-            },
-            cwd: Some("/tmp".into()),
-            enabled: true,
-            startup_timeout_secs: None,
-            tool_timeout_secs: Some(90.0),
-            adapters: None,
-            adapter_config: None,
-            repair: vec![],
-            origin: Some("airlock servers add".into()),
-        }
-    }
-
-    #[test]
-    fn services_round_trip_and_refuse_duplicates_per_scope() {
-        let dir = tempfile::tempdir().unwrap();
-        let reg = Registry::open(dir.path()).unwrap();
-        let user = record(Scope::User, "fs");
-        reg.insert_service(&user).unwrap();
-        let e = reg.insert_service(&user).unwrap_err();
-        assert!(matches!(e, RegistryError::Exists { .. }), "{e}");
-        reg.insert_service(&record(Scope::Project, "fs")).unwrap();
-        assert_eq!(reg.service(&user.key).unwrap().as_ref(), Some(&user));
-        assert_eq!(user.secret_refs(), vec!["secret:abc".to_string()]);
-        let visible = reg.services("/p").unwrap();
-        assert_eq!(visible.len(), 2);
-        assert_eq!(visible[0].key.scope, Scope::User);
-        assert_eq!(reg.services("/other").unwrap().len(), 1);
-        let mut changed = user.clone();
-        changed.enabled = false;
-        reg.update_service(&changed).unwrap();
-        assert!(!reg.service(&user.key).unwrap().unwrap().enabled);
-        assert!(reg.delete_service(&user.key).unwrap());
-        assert!(!reg.delete_service(&user.key).unwrap());
-    }
-}
+mod tests;

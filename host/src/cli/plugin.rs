@@ -1,13 +1,39 @@
 //! `airlock plugin check` and `airlock plugin run` (offline replay of one stage).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use clap::Subcommand;
 use serde_json::{Value, json};
 
-use super::{Cli, PluginCommand};
+use super::Cli;
+use super::common::data_dir;
 use crate::config::{PluginRef, SandboxLimits};
 use crate::plugin::{self, PluginRuntime, Secret, ServiceInfo, Stage, convert};
+
+/// `airlock plugin …`
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// Load a component and report what it provides, or why it is refused.
+    Check {
+        /// A `.wasm` file or `builtin:NAME`.
+        plugin: String,
+    },
+    /// Run one stage of a plugin on a JSON input, offline.
+    Run {
+        /// A `.wasm` file or `builtin:NAME`.
+        plugin: String,
+        /// naming, content or redaction.
+        #[arg(long)]
+        stage: String,
+        /// The input JSON file (`-` for stdin).
+        #[arg(long)]
+        input: PathBuf,
+        /// The plugin's configuration, a JSON object.
+        #[arg(long, default_value = "{}")]
+        plugin_config: String,
+    },
+}
 
 fn parse_stage(text: &str) -> Result<Stage, String> {
     match text {
@@ -21,7 +47,7 @@ fn parse_stage(text: &str) -> Result<Stage, String> {
 }
 
 fn runtime(cli: &Cli) -> Result<std::sync::Arc<PluginRuntime>, String> {
-    let data = super::data_dir(cli);
+    let data = data_dir(cli);
     std::fs::create_dir_all(&data)
         .map_err(|e| format!("data directory \"{}\": {e}", data.display()))?;
     let dir = cap_std::fs::Dir::open_ambient_dir(&data, cap_std::ambient_authority())

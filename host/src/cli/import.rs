@@ -7,10 +7,11 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
-use super::{Cli, data_dir, project_dir};
+use super::Cli;
+use super::common::{data_dir, project_dir};
 use crate::config::process_env;
 use crate::import::{Candidate, Client, ImportSources, ImportedTransport, Scan};
-use crate::registry::Scope;
+use crate::registry::{ImportPreview, Registry, Scope};
 use crate::servers::{Draft, DraftTransport, GivenValue};
 
 /// How long a preview stays valid, in seconds.
@@ -66,7 +67,7 @@ fn home() -> Result<PathBuf, String> {
 /// Runs `airlock import`.
 pub async fn run(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, String> {
     let only = args.from.as_deref().map(Client::parse).transpose()?;
-    let scope = Scope::parse(&args.scope)?;
+    let scope = Scope::parse(&args.scope).map_err(|e| e.to_string())?;
     let workspace = match &args.workspace {
         Some(w) => {
             std::path::absolute(w).map_err(|e| format!("--workspace {}: {e}", w.display()))?
@@ -130,54 +131,7 @@ fn preview(
         println!("No MCP servers found in other clients' files.");
     }
     for c in &masked {
-        println!(
-            "{}  (from {}, {})",
-            c.name,
-            c.client.name(),
-            c.source.display()
-        );
-        match &c.transport {
-            ImportedTransport::Stdio {
-                command,
-                args,
-                cwd,
-                env,
-            } => {
-                println!("    command: {command}");
-                if !args.is_empty() {
-                    println!(
-                        "    args:    {}",
-                        serde_json::to_string(args).expect("json")
-                    );
-                }
-                if let Some(cwd) = cwd {
-                    println!("    cwd:     {cwd}");
-                }
-                for (k, v) in env {
-                    let tag = if v.secret { " (secret)" } else { "" };
-                    println!("    env:     {k}={}{tag}", v.value);
-                }
-            }
-            ImportedTransport::Http { url, headers } => {
-                println!("    url:     {url}");
-                for (k, v) in headers {
-                    let tag = if v.secret { " (secret)" } else { "" };
-                    println!("    header:  {k}: {}{tag}", v.value);
-                }
-            }
-        }
-        if !c.enabled {
-            println!("    arrives disabled");
-        }
-        if let Some(t) = c.tool_timeout_secs {
-            println!("    tool timeout: {t} s");
-        }
-        for r in &c.repair {
-            println!("    needs repair: {r}");
-        }
-        for n in &c.notes {
-            println!("    note: {n}");
-        }
+        print_candidate(c);
     }
     for p in &scan.problems {
         eprintln!("airlock: skipped: {p}");
@@ -190,6 +144,58 @@ fn preview(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Prints one (masked) candidate of a preview.
+fn print_candidate(c: &Candidate) {
+    println!(
+        "{}  (from {}, {})",
+        c.name,
+        c.client.name(),
+        c.source.display()
+    );
+    match &c.transport {
+        ImportedTransport::Stdio {
+            command,
+            args,
+            cwd,
+            env,
+        } => {
+            println!("    command: {command}");
+            if !args.is_empty() {
+                println!(
+                    "    args:    {}",
+                    serde_json::to_string(args).expect("json")
+                );
+            }
+            if let Some(cwd) = cwd {
+                println!("    cwd:     {cwd}");
+            }
+            for (k, v) in env {
+                let tag = if v.secret { " (secret)" } else { "" };
+                println!("    env:     {k}={}{tag}", v.value);
+            }
+        }
+        ImportedTransport::Http { url, headers } => {
+            println!("    url:     {url}");
+            for (k, v) in headers {
+                let tag = if v.secret { " (secret)" } else { "" };
+                println!("    header:  {k}: {}{tag}", v.value);
+            }
+        }
+    }
+    if !c.enabled {
+        println!("    arrives disabled");
+    }
+    if let Some(t) = c.tool_timeout_secs {
+        println!("    tool timeout: {t} s");
+    }
+    for r in &c.repair {
+        println!("    needs repair: {r}");
+    }
+    for n in &c.notes {
+        println!("    note: {n}");
+    }
+}
+
 fn apply(
     cli: &Cli,
     servers: &crate::servers::Servers,
@@ -198,42 +204,8 @@ fn apply(
     names: &[String],
     scope: Scope,
 ) -> Result<ExitCode, String> {
-    let registry = servers.registry();
-    let preview = registry
-        .latest_import_preview()
-        .map_err(|e| e.to_string())?
-        .ok_or("no import preview: run `airlock import` first, check the list, then --apply")?;
-    let age = registry.now().map_err(|e| e.to_string())? - preview.created_at;
-    if age > PREVIEW_TTL_SECS {
-        return Err(format!(
-            "the import preview expired ({} minutes old; previews last 10): run `airlock import` again",
-            age / 60
-        ));
-    }
-    if &preview.request != request {
-        return Err(format!(
-            "the last preview was made with other options ({}); run `airlock import` with the same --from and --workspace first",
-            preview.request
-        ));
-    }
-    let selected: Vec<String> = if names.iter().any(|n| n == "all") {
-        preview.entries.keys().cloned().collect()
-    } else {
-        for n in names {
-            if !preview.entries.contains_key(n) {
-                return Err(format!(
-                    "\"{n}\" was not in the import preview (entries: {})",
-                    preview
-                        .entries
-                        .keys()
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-            }
-        }
-        names.to_vec()
-    };
+    let preview = current_preview(servers.registry(), request)?;
+    let selected = selection(&preview, names)?;
     let key = preview_key(servers)?;
     let mut imported = Vec::new();
     let mut failed = Vec::new();
@@ -262,13 +234,70 @@ fn apply(
             Err(e) => failed.push(e),
         }
     }
+    print_applied(cli, &imported, &failed);
+    Ok(if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The newest preview, if it is still valid and was made with the same request.
+fn current_preview(
+    registry: &Registry,
+    request: &serde_json::Value,
+) -> Result<ImportPreview, String> {
+    let preview = registry
+        .latest_import_preview()
+        .map_err(|e| e.to_string())?
+        .ok_or("no import preview: run `airlock import` first, check the list, then --apply")?;
+    let age = registry.now().map_err(|e| e.to_string())? - preview.created_at;
+    if age > PREVIEW_TTL_SECS {
+        return Err(format!(
+            "the import preview expired ({} minutes old; previews last 10): run `airlock import` again",
+            age / 60
+        ));
+    }
+    if &preview.request != request {
+        return Err(format!(
+            "the last preview was made with other options ({}); run `airlock import` with the same --from and --workspace first",
+            preview.request
+        ));
+    }
+    Ok(preview)
+}
+
+/// The preview entries `--apply` names (every entry for `all`).
+fn selection(preview: &ImportPreview, names: &[String]) -> Result<Vec<String>, String> {
+    Ok(if names.iter().any(|n| n == "all") {
+        preview.entries.keys().cloned().collect()
+    } else {
+        for n in names {
+            if !preview.entries.contains_key(n) {
+                return Err(format!(
+                    "\"{n}\" was not in the import preview (entries: {})",
+                    preview
+                        .entries
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+        names.to_vec()
+    })
+}
+
+/// Prints what `--apply` imported and what it could not.
+fn print_applied(cli: &Cli, imported: &[serde_json::Value], failed: &[String]) {
     if cli.json {
         println!(
             "{}",
             json!({"ok": failed.is_empty(), "imported": imported, "failed": failed})
         );
     } else {
-        for i in &imported {
+        for i in imported {
             let state = if i["enabled"] == true {
                 ""
             } else {
@@ -283,18 +312,13 @@ fn apply(
                 println!("    needs repair: {}", r.as_str().unwrap_or(""));
             }
         }
-        for e in &failed {
+        for e in failed {
             eprintln!("airlock: not imported: {e}");
         }
         if !imported.is_empty() {
             println!("Run `airlock servers test NAME` to offer an imported server's tools.");
         }
     }
-    Ok(if failed.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
 }
 
 /// The registry draft for a candidate. Secret values that could not be resolved stay
@@ -315,7 +339,7 @@ fn draft(c: &Candidate, scope: Scope) -> Draft {
         ImportedTransport::Http { url, headers } => DraftTransport::Http {
             url: url.clone(),
             headers: headers.iter().map(|(k, v)| (k.clone(), given(v))).collect(),
-            auth: None,
+            auth: crate::config::Auth::None,
         },
     };
     let cwd = match &c.transport {

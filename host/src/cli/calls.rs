@@ -1,0 +1,118 @@
+//! `airlock call` (one tool call, optionally with its events) and `airlock output`
+//! (a page of a retained result).
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::Cli;
+use super::common::{load_config, options, start};
+use super::render;
+use crate::error::ErrorCode;
+
+/// Runs `airlock call`.
+pub(super) async fn call(
+    cli: &Cli,
+    tool: &str,
+    args: &str,
+    timeout: Option<f64>,
+    compact: bool,
+    events: bool,
+) -> Result<ExitCode, String> {
+    let arguments: Value = match serde_json::from_str(args) {
+        Ok(v) => v,
+        Err(e) => {
+            render::call_error(
+                cli.json,
+                ErrorCode::InvalidArguments,
+                &format!("--args is not valid JSON: {e}"),
+            );
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let timeout = match timeout {
+        Some(t) if !(t.is_finite() && t > 0.0) => {
+            return Err(format!(
+                "--timeout must be a positive number of seconds, got {t}"
+            ));
+        }
+        Some(t) => Some(Duration::from_secs_f64(t)),
+        None => None,
+    };
+    let airlock = start(cli, load_config(cli)?, compact).await?;
+    let printer = (events && cli.json).then(|| {
+        let mut rx = airlock.events();
+        tokio::spawn(async move {
+            while let Ok(event) = rx.recv().await {
+                println!(
+                    "{}",
+                    serde_json::to_string(&event).expect("events serialize")
+                );
+            }
+        })
+    });
+    let options = crate::CallOptions {
+        agent: cli.agent.clone(),
+        timeout,
+        ..Default::default()
+    };
+    let outcome = airlock.call_with(tool, arguments, options).await;
+    if let Some(printer) = printer {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        printer.abort();
+    }
+    airlock.close().await;
+    Ok(render::call(cli.json, outcome))
+}
+
+/// Runs `airlock output`.
+pub(super) fn output(
+    cli: &Cli,
+    service: &str,
+    output_id: &str,
+    offset: usize,
+) -> Result<ExitCode, String> {
+    let options = options(cli)?;
+    let data = cap_std::fs::Dir::open_ambient_dir(&options.data_dir, cap_std::ambient_authority())
+        .map_err(|e| format!("data directory \"{}\": {e}", options.data_dir.display()))?;
+    let store = crate::results::ResultStore::open(&data, options.result_limits)
+        .map_err(|e| e.to_string())?;
+    match store.read_for(
+        &cli.agent,
+        service,
+        output_id,
+        offset,
+        options.result_limits.preview,
+    ) {
+        Ok(page) => {
+            if cli.json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&page).expect("a page serializes")
+                );
+            } else {
+                print!("{}", page.text);
+                if let Some(next) = page.next_offset {
+                    eprintln!("\n-- more: airlock output {service} {output_id} --offset {next}");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            let code = match e {
+                crate::results::ReadError::NotOwner { .. } => ErrorCode::ServiceAccessDenied,
+                _ => ErrorCode::InvalidArguments,
+            };
+            if cli.json {
+                println!(
+                    "{}",
+                    json!({"ok": false, "error": code, "message": e.to_string()})
+                );
+            } else {
+                eprintln!("airlock: {e}");
+            }
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}

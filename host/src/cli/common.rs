@@ -1,0 +1,64 @@
+//! Set-up shared by the commands: the data directory, config discovery and loading,
+//! the registry-backed servers, Airlock options and start-up.
+
+use std::path::PathBuf;
+
+use super::Cli;
+use crate::config::{Config, ConfigSources, process_env};
+use crate::results::COMPACT_PREVIEW;
+use crate::{Airlock, AirlockOptions};
+
+/// The data directory: `--data-dir`, `$AIRLOCK_DATA_DIR`, or the platform default.
+pub fn data_dir(cli: &Cli) -> PathBuf {
+    cli.data_dir
+        .clone()
+        .or_else(|| std::env::var_os("AIRLOCK_DATA_DIR").map(PathBuf::from))
+        .or_else(|| {
+            directories::ProjectDirs::from("", "", "airlock").map(|d| d.data_dir().to_path_buf())
+        })
+        .unwrap_or_else(|| PathBuf::from(".airlock"))
+}
+
+pub(super) fn project_dir() -> Result<PathBuf, String> {
+    std::env::current_dir().map_err(|e| format!("cannot read the current folder: {e}"))
+}
+
+pub(super) fn config_sources(cli: &Cli) -> Result<ConfigSources, String> {
+    Ok(ConfigSources::discover(&project_dir()?, cli.config.clone()))
+}
+
+pub(super) fn open_servers(cli: &Cli) -> Result<crate::servers::Servers, String> {
+    crate::servers::Servers::open(&data_dir(cli), &project_dir()?).map_err(|e| e.to_string())
+}
+
+/// The config files merged with the registry's services.
+pub(super) fn load_config(cli: &Cli) -> Result<Config, String> {
+    open_servers(cli)?
+        .load_config(&config_sources(cli)?, &process_env)
+        .map_err(|e| e.to_string())
+}
+
+pub(super) fn options(cli: &Cli) -> Result<AirlockOptions, String> {
+    let mut options = AirlockOptions::new(data_dir(cli));
+    let roots = if cli.roots.is_empty() {
+        vec![std::env::current_dir().map_err(|e| e.to_string())?]
+    } else {
+        cli.roots.clone()
+    };
+    for root in roots {
+        let root =
+            std::path::absolute(&root).map_err(|e| format!("--root {}: {e}", root.display()))?;
+        options.roots.push(root.display().to_string());
+    }
+    Ok(options)
+}
+
+pub(super) async fn start(cli: &Cli, config: Config, compact: bool) -> Result<Airlock, String> {
+    let mut options = options(cli)?;
+    if compact {
+        options.result_limits.preview = COMPACT_PREVIEW;
+    }
+    Airlock::start(config, options)
+        .await
+        .map_err(|e| e.to_string())
+}

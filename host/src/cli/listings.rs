@@ -1,0 +1,78 @@
+//! The read-only listings: `airlock tools`, `status`, `resources`, `read-resource`,
+//! `prompts` and `get-prompt`.
+
+use std::process::ExitCode;
+
+use serde_json::{Value, json};
+
+use super::Cli;
+use super::common::{load_config, start};
+use super::render;
+
+/// Runs `airlock tools`.
+pub(super) async fn tools(cli: &Cli, search: Option<&str>) -> Result<ExitCode, String> {
+    let airlock = start(cli, load_config(cli)?, false).await?;
+    let tools = match search {
+        Some(q) => airlock.search_tools(q),
+        None => airlock.tools(),
+    };
+    let tools: Vec<&crate::catalog::CatalogTool> = tools.iter().collect();
+    render::tools(cli.json, &tools, &airlock.status());
+    airlock.close().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `airlock status`.
+pub(super) async fn status(cli: &Cli) -> Result<ExitCode, String> {
+    let airlock = start(cli, load_config(cli)?, false).await?;
+    render::status(cli.json, &airlock.status());
+    airlock.close().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `airlock resources`.
+pub(super) async fn resources(cli: &Cli, service: Option<&str>) -> Result<ExitCode, String> {
+    let airlock = start(cli, load_config(cli)?, false).await?;
+    let outcome = airlock
+        .list_resources(&cli.agent, service)
+        .await
+        .map(|r| json!({"resources": r}));
+    airlock.close().await;
+    Ok(render::value(cli.json, outcome))
+}
+
+/// Runs `airlock read-resource`.
+pub(super) async fn read_resource(cli: &Cli, service: &str, uri: &str) -> Result<ExitCode, String> {
+    let airlock = start(cli, load_config(cli)?, false).await?;
+    let outcome = airlock.read_resource(&cli.agent, service, uri).await;
+    airlock.close().await;
+    Ok(render::value(cli.json, outcome))
+}
+
+/// Runs `airlock prompts`.
+pub(super) async fn prompts(cli: &Cli, service: Option<&str>) -> Result<ExitCode, String> {
+    let airlock = start(cli, load_config(cli)?, false).await?;
+    let outcome = airlock
+        .list_prompts(&cli.agent, service)
+        .await
+        .map(|p| json!({"prompts": p}));
+    airlock.close().await;
+    Ok(render::value(cli.json, outcome))
+}
+
+/// Runs `airlock get-prompt`.
+pub(super) async fn get_prompt(
+    cli: &Cli,
+    service: &str,
+    name: &str,
+    args: &str,
+) -> Result<ExitCode, String> {
+    let arguments: Value =
+        serde_json::from_str(args).map_err(|e| format!("--args is not valid JSON: {e}"))?;
+    let airlock = start(cli, load_config(cli)?, false).await?;
+    let outcome = airlock
+        .get_prompt(&cli.agent, service, name, arguments)
+        .await;
+    airlock.close().await;
+    Ok(render::value(cli.json, outcome))
+}

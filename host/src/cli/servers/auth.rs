@@ -1,0 +1,89 @@
+//! `airlock servers auth` and `logout`: OAuth authorization (opening a browser) and
+//! forgetting the tokens.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::{fail, print};
+use crate::cli::Cli;
+use crate::config::{Auth, ConfigSources, ServerConfig, TransportConfig, process_env};
+use crate::servers::Servers;
+
+/// Runs `airlock servers auth`.
+pub(super) async fn auth(
+    cli: &Cli,
+    servers: &Servers,
+    sources: &ConfigSources,
+    name: &str,
+    wait: u64,
+) -> Result<ExitCode, String> {
+    let config = servers.load_config(sources, &process_env).map_err(fail)?;
+    let url = oauth_url(config.servers.get(name), name)?;
+    crate::oauth::authorize(
+        servers.store(),
+        name,
+        &url,
+        &open_in_browser,
+        Duration::from_secs(wait),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    print(cli, json!({"ok": true, "authorized": name}), || {
+        println!(
+            "Authorized \"{name}\". Tokens are in the secret store; Airlock refreshes them silently."
+        )
+    });
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `airlock servers logout`.
+pub(super) fn logout(cli: &Cli, servers: &Servers, name: &str) -> Result<ExitCode, String> {
+    let had = crate::oauth::logout(servers.store(), name).map_err(|e| e.to_string())?;
+    print(cli, json!({"ok": true, "forgot_tokens": had}), || {
+        if had {
+            println!("Forgot the OAuth tokens of \"{name}\".");
+        } else {
+            println!("\"{name}\" had no stored OAuth tokens.");
+        }
+    });
+    Ok(ExitCode::SUCCESS)
+}
+
+fn oauth_url(server: Option<&ServerConfig>, name: &str) -> Result<String, String> {
+    match server.map(|s| &s.transport) {
+        Some(TransportConfig::Http {
+            url,
+            auth: Auth::OAuth,
+            ..
+        }) => Ok(url.clone()),
+        Some(_) => Err(format!(
+            "server \"{name}\" does not use OAuth (only http servers with auth = \"oauth\" do)"
+        )),
+        None => Err(format!("no server named \"{name}\"")),
+    }
+}
+
+/// Opens `url` for the user: `$AIRLOCK_BROWSER URL` when set, else the platform's
+/// opener; when none works, prints it to the terminal (never to the log).
+fn open_in_browser(url: &str) -> Result<(), String> {
+    let candidates: Vec<String> = match std::env::var("AIRLOCK_BROWSER") {
+        Ok(b) if !b.is_empty() => vec![b],
+        _ if cfg!(target_os = "macos") => vec!["open".into()],
+        _ => vec!["xdg-open".into()],
+    };
+    for program in candidates {
+        let status = std::process::Command::new(&program)
+            .arg(url)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .status();
+        if matches!(status, Ok(s) if s.success()) {
+            eprintln!("Opened the authorization page with {program}; waiting for it to finish…");
+            return Ok(());
+        }
+    }
+    eprintln!("Open this address in a browser to authorize Airlock:\n\n  {url}\n");
+    Ok(())
+}

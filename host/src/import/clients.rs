@@ -1,12 +1,13 @@
 //! Per-client knowledge: where each MCP client keeps its server definitions and how to pull
 //! the raw `(key, value)` entries out of a parsed file. Everything after that — validation,
-//! `${VAR}` resolution, secrets, scrubbing — is shared and lives in the parent module.
+//! `${VAR}` resolution, secrets, scrubbing — is shared and lives in the sibling modules.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::{Client, ImportSources, kind};
+use super::parse::kind;
+use super::{Client, ImportSources};
 
 /// The syntax of a client's file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,328 @@
+//! The flows: the interactive authorization (loopback listener, discovery, dynamic
+//! registration, PKCE URL, code exchange) and the non-interactive access token with its
+//! silent refresh.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use rmcp::transport::auth::{AuthError, AuthorizationManager, OAuthClientConfig};
+use tokio::net::TcpListener;
+
+use crate::secrets::SecretStore;
+
+use super::callback::{FAILURE_PAGE, SUCCESS_PAGE, respond, state_of, wait_for_callback};
+use super::store::{
+    ClientRegistration, StoreAdapter, Stored, blocking, now_secs, read_record, token_fields,
+};
+use super::{
+    CALLBACK_PATH, OAuthError, OpenUrl, REFRESH_MARGIN_SECS, auth_flow, describe, flow,
+    not_authorized, scrub,
+};
+
+/// The client name sent with dynamic client registration.
+const CLIENT_NAME: &str = "Airlock";
+
+/// Interactive authorization for `service` at `url`: binds a one-shot loopback listener
+/// (`http://127.0.0.1:PORT/callback`), discovers the authorization server, registers a
+/// client dynamically, builds the PKCE authorization URL and hands it to `open`, waits up
+/// to `wait` for the browser's redirect (answering it with a small page), exchanges the
+/// code and stores the tokens. Returns when the tokens are stored.
+///
+/// Same as [`authorize_with_challenge`] without a challenge: discovery probes the server
+/// for one itself.
+pub async fn authorize(
+    store: &SecretStore,
+    service: &str,
+    url: &str,
+    open: OpenUrl<'_>,
+    wait: Duration,
+) -> Result<(), OAuthError> {
+    authorize_with_challenge(store, service, url, None, open, wait).await
+}
+
+/// [`authorize`], seeding discovery with the `WWW-Authenticate` value of a 401 (or 403
+/// `insufficient_scope`) answer the caller already has: its `resource_metadata` pointer
+/// is followed first and its `scope` is what gets requested.
+pub async fn authorize_with_challenge(
+    store: &SecretStore,
+    service: &str,
+    url: &str,
+    challenge: Option<&str>,
+    open: OpenUrl<'_>,
+    wait: Duration,
+) -> Result<(), OAuthError> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .await
+        .map_err(|e| flow(service, "loopback listener", e))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| flow(service, "loopback listener", e))?
+        .port();
+    let redirect_uri = format!("http://127.0.0.1:{port}{CALLBACK_PATH}");
+
+    tracing::info!(service = %service, "OAuth: discovering the authorization server");
+    let mut manager = AuthorizationManager::new(url)
+        .await
+        .map_err(|e| auth_flow(service, "discovery", &e))?;
+    let resolution = manager
+        .resolve_metadata_from_challenge(challenge)
+        .await
+        .map_err(|e| auth_flow(service, "discovery", &e))?;
+    if !resolution.source.is_discovered() {
+        tracing::info!(
+            service = %service,
+            "OAuth: the server publishes no metadata; using the default endpoints"
+        );
+    }
+    manager.set_metadata(resolution.metadata);
+    let scopes = manager.select_initial_scopes(&[]).await;
+    let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
+
+    tracing::info!(service = %service, "OAuth: registering a client");
+    let registered = manager
+        .register_client(CLIENT_NAME, &redirect_uri, &scope_refs)
+        .await
+        .map_err(|e| auth_flow(service, "client registration", &e))?;
+    let client = ClientRegistration {
+        client_id: registered.client_id.clone(),
+        client_secret: registered.client_secret.clone(),
+        redirect_uri: redirect_uri.clone(),
+    };
+    manager.set_credential_store(StoreAdapter::new(store, service, url, client));
+
+    let auth_url = manager
+        .get_authorization_url(&scope_refs)
+        .await
+        .map_err(|e| auth_flow(service, "authorization request", &e))?;
+    let state = state_of(&auth_url).ok_or_else(|| {
+        flow(
+            service,
+            "authorization request",
+            "the authorization URL carries no state",
+        )
+    })?;
+
+    // The callback is served by its own task, from before the browser is opened: an
+    // opener that waits for the page to load (a script running curl, say) must not wait
+    // on this task, and the page is answered only once the tokens are stored.
+    tracing::info!(service = %service, "OAuth: waiting for the browser");
+    let mut task = tokio::spawn(receive_and_exchange(
+        manager,
+        listener,
+        state.clone(),
+        service.to_string(),
+    ));
+    let multi_thread = matches!(
+        tokio::runtime::Handle::current().runtime_flavor(),
+        tokio::runtime::RuntimeFlavor::MultiThread
+    );
+    let opened = if multi_thread {
+        tokio::task::block_in_place(|| open(&auth_url))
+    } else {
+        open(&auth_url)
+    };
+    if let Err(e) = opened {
+        task.abort();
+        return Err(flow(
+            service,
+            "opening the browser",
+            scrub(&e, None, &state),
+        ));
+    }
+    match tokio::time::timeout(wait, &mut task).await {
+        Ok(Ok(outcome)) => outcome,
+        Ok(Err(_)) => Err(flow(
+            service,
+            "browser callback",
+            "the callback task stopped unexpectedly",
+        )),
+        Err(_) => {
+            task.abort();
+            Err(flow(
+                service,
+                "browser callback",
+                format!("no answer from the browser within {} s", wait.as_secs()),
+            ))
+        }
+    }
+}
+
+/// Waits for the browser's redirect on `listener`, exchanges its code through `manager`
+/// (which stores the tokens) and answers the browser with the outcome.
+async fn receive_and_exchange(
+    manager: AuthorizationManager,
+    listener: TcpListener,
+    state: String,
+    service: String,
+) -> Result<(), OAuthError> {
+    let hit = wait_for_callback(&listener, &state)
+        .await
+        .map_err(|message| flow(&service, "browser callback", scrub(&message, None, &state)))?;
+    drop(listener);
+
+    tracing::info!(service = %service, "OAuth: exchanging the authorization code");
+    let lock = service_lock(&service);
+    let _guard = lock.lock().await;
+    match manager
+        .exchange_code_for_token_with_issuer(&hit.code, &state, hit.issuer.as_deref())
+        .await
+    {
+        Ok(_) => {
+            respond(hit.stream, "200 OK", SUCCESS_PAGE).await;
+            tracing::info!(service = %service, "OAuth: authorized");
+            Ok(())
+        }
+        Err(e) => {
+            respond(hit.stream, "400 Bad Request", FAILURE_PAGE).await;
+            Err(flow(
+                &service,
+                "token exchange",
+                scrub(&describe(&e), Some(&hit.code), &state),
+            ))
+        }
+    }
+}
+
+/// A valid access token for `service` at `url` without user interaction: the stored one
+/// if it does not expire within [`REFRESH_MARGIN_SECS`], else a silent refresh with the
+/// refresh token (storing the new tokens). No stored tokens, tokens issued for another
+/// URL, or a refused refresh → [`OAuthError::NotAuthorized`]; a refresh that fails for
+/// another reason (network, server error) → [`OAuthError::Flow`].
+pub async fn access_token(
+    store: &SecretStore,
+    service: &str,
+    url: &str,
+) -> Result<String, OAuthError> {
+    // One refresh at a time per service in this process; a waiter then reads the
+    // refreshed record instead of spending the refresh token again.
+    let lock = service_lock(service);
+    let _guard = lock.lock().await;
+    // Another Airlock process on the same data directory may be refreshing too: with
+    // rotating refresh tokens only one may spend the token, the other then reads the
+    // refreshed record.
+    let _file_guard = {
+        let (store, name) = (store.clone(), format!("oauth-{service}"));
+        blocking(move || store.exclusive(&name))
+            .await
+            .map_err(|e| flow(service, "locking the token store", e))??
+    };
+
+    let record = {
+        let (store, key_service) = (store.clone(), service.to_string());
+        blocking(move || read_record(&store, &key_service))
+            .await
+            .map_err(|e| flow(service, "reading the token store", e))??
+    };
+    let record = match record {
+        Stored::Missing => return Err(not_authorized(service, "no stored authorization")),
+        Stored::Unreadable => {
+            return Err(not_authorized(
+                service,
+                "the stored authorization is unreadable",
+            ));
+        }
+        Stored::Found(record) => record,
+    };
+    if record.resource != url {
+        return Err(not_authorized(
+            service,
+            "the stored authorization was issued for another URL",
+        ));
+    }
+    let Some(tokens) = record
+        .credentials
+        .token_response
+        .as_ref()
+        .and_then(token_fields)
+    else {
+        return Err(not_authorized(service, "no stored access token"));
+    };
+    if !needs_refresh(record.obtained_at, record.expires_at, now_secs()) {
+        return Ok(tokens.access_token);
+    }
+    if tokens.refresh_token.is_none() {
+        return Err(not_authorized(
+            service,
+            "the access token expired and there is no refresh token",
+        ));
+    }
+
+    tracing::info!(service = %service, "OAuth: refreshing the access token");
+    let mut manager = AuthorizationManager::new(url)
+        .await
+        .map_err(|e| auth_flow(service, "refresh", &e))?;
+    let resolution = manager
+        .resolve_metadata()
+        .await
+        .map_err(|e| auth_flow(service, "discovery", &e))?;
+    if let (Some(stored), Some(current)) = (
+        record.credentials.issuer.as_deref(),
+        resolution.metadata.issuer.as_deref(),
+    ) && stored != current
+    {
+        return Err(not_authorized(
+            service,
+            "the server now names another authorization server",
+        ));
+    }
+    manager.set_metadata(resolution.metadata);
+    let mut config = OAuthClientConfig::new(
+        record.client.client_id.clone(),
+        record.client.redirect_uri.clone(),
+    );
+    if let Some(secret) = &record.client.client_secret {
+        config = config.with_client_secret(secret.clone());
+    }
+    manager
+        .configure_client(config)
+        .map_err(|e| auth_flow(service, "refresh", &e))?;
+    manager.set_credential_store(StoreAdapter::new(
+        store,
+        service,
+        &record.resource,
+        record.client.clone(),
+    ));
+    match manager.refresh_token().await {
+        Ok(response) => token_fields(&response)
+            .map(|t| t.access_token)
+            .ok_or_else(|| {
+                flow(
+                    service,
+                    "refresh",
+                    "the token response carries no access token",
+                )
+            }),
+        Err(AuthError::AuthorizationRequired | AuthError::TokenRefreshRejected(_)) => {
+            Err(not_authorized(
+                service,
+                "the authorization server refused the refresh token",
+            ))
+        }
+        Err(e) => Err(auth_flow(service, "refresh", &e)),
+    }
+}
+
+/// Whether a token obtained at `obtained_at` and expiring at `expires_at` (unix seconds;
+/// `None` = the server gave no lifetime) must be refreshed at `now`: within
+/// [`REFRESH_MARGIN_SECS`] of expiry, or within half its lifetime for short-lived tokens
+/// (so a 30-second token is not refreshed on every use).
+pub(super) fn needs_refresh(obtained_at: u64, expires_at: Option<u64>, now: u64) -> bool {
+    expires_at.is_some_and(|at| {
+        let margin = REFRESH_MARGIN_SECS.min(at.saturating_sub(obtained_at) / 2);
+        at <= now.saturating_add(margin)
+    })
+}
+
+/// The per-service lock serializing refreshes (and the final save of an authorization)
+/// within this process.
+fn service_lock(service: &str) -> Arc<tokio::sync::Mutex<()>> {
+    type Locks = std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>;
+    static LOCKS: OnceLock<Locks> = OnceLock::new();
+    let mut locks = LOCKS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    locks.entry(service.to_string()).or_default().clone()
+}

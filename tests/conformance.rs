@@ -133,3 +133,74 @@ fn auth_scenarios() {
     println!("auth scenarios: {passed}/{} pass", scenarios.len());
     assert!(regressions.is_empty(), "{}", regressions.join("\n\n"));
 }
+
+/// The official suite's server mode against `airlock serve --http` fronting a conformance
+/// reference server of ours (`tests/peers/python/conformance_server.py`, over stdio), with
+/// the server's own names (`style = "raw"`) and its blocks passed through. Every scenario
+/// runs; the count is printed (`--nocapture`) for the README, and each must pass.
+#[test]
+fn server_scenarios_through_the_gateway() {
+    let ws = support::Workspace::new(&format!(
+        "[mcp_servers.conf]\ncommand = {}\nargs = [{}]\n\
+         adapter_config = {{ naming = {{ style = \"raw\" }}, content = {{ mode = \"passthrough\" }} }}\n",
+        support::toml_str(support::python().display().to_string()),
+        support::toml_str(
+            support::python_server("conformance_server.py")
+                .display()
+                .to_string()
+        ),
+    ));
+    let gateway = support::HttpGateway::start(&ws, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new("node")
+        .arg(suite())
+        .args(["server", "--url", &gateway.url, "--suite", "all", "-o"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut results: Vec<(String, usize, usize)> = Vec::new();
+    for file in support::files_under(dir.path()) {
+        if file.file_name().is_none_or(|n| n != "checks.json") {
+            continue;
+        }
+        let scenario = file
+            .parent()
+            .and_then(|p| p.file_name())
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        // `server-<scenario>-<YYYY-MM-DDTHH-MM-SS…>`: drop the prefix and the timestamp.
+        let scenario = scenario.strip_prefix("server-").unwrap_or(&scenario);
+        let stamp = scenario
+            .char_indices()
+            .find(|(i, c)| {
+                *c == '-'
+                    && scenario[i + 1..]
+                        .get(..11)
+                        .is_some_and(|d| d.as_bytes()[4] == b'-' && d.as_bytes()[10] == b'T')
+            })
+            .map_or(scenario.len(), |(i, _)| i);
+        let scenario = scenario[..stamp].to_string();
+        let checks: Vec<serde_json::Value> =
+            serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        let failed = checks.iter().filter(|c| c["status"] == "FAILURE").count();
+        let passed = checks.iter().filter(|c| c["status"] == "SUCCESS").count();
+        results.push((scenario, passed, failed));
+    }
+    results.sort();
+    let clean = results.iter().filter(|(_, _, f)| *f == 0).count();
+    for (scenario, passed, failed) in &results {
+        println!("{scenario}: {passed} passed, {failed} failed");
+    }
+    println!(
+        "server scenarios: {clean}/{} without a failure",
+        results.len()
+    );
+    assert!(results.len() >= 32, "every server scenario ran:\n{log}");
+    let failing: Vec<_> = results.iter().filter(|(_, _, f)| *f > 0).collect();
+    assert!(failing.is_empty(), "failing: {failing:?}\n{log}");
+}

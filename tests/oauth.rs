@@ -143,7 +143,8 @@ fn authorize_refresh_and_logout_against_a_local_authorization_server() {
         .collect();
     assert!(tools.contains(&"whoami".to_string()), "{tools:?}");
 
-    let whoami = |run: &mut dyn FnMut(&[&str], &[(&str, &str)]) -> std::process::Output| {
+    type Run<'a> = dyn FnMut(&[&str], &[(&str, &str)]) -> std::process::Output + 'a;
+    let whoami = |run: &mut Run<'_>| {
         let out = run(&["--json", "call", "mcp__secure__whoami"], &[]);
         let v: serde_json::Value =
             serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));

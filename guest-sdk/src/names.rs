@@ -71,10 +71,11 @@ pub fn label_namespace(label: &str, fallback: &str, max: usize) -> String {
 /// The default `inputSchema` when a server declares none.
 pub const EMPTY_OBJECT_SCHEMA: &str = r#"{"type":"object"}"#;
 
-/// Names each tool `{namespace}__{sanitized tool}`. A name gets a short hash of the raw
-/// tool name only when it would exceed 64 characters or read the same as another; the
-/// raw name is kept for the call. `description_prefix`, when given, is prepended to
-/// descriptions as `[prefix] `.
+/// Names each tool `{namespace}__{sanitized tool}`, or just `{sanitized tool}` when
+/// `namespace` is empty (the raw style of a transparent gateway). A name gets a short
+/// hash of the raw tool name only when it would exceed 64 characters or read the same
+/// as another; the raw name is kept for the call. `description_prefix`, when given, is
+/// prepended to descriptions as `[prefix] `.
 pub fn qualify_tools(
     namespace: &str,
     tools: Vec<Tool>,
@@ -82,7 +83,13 @@ pub fn qualify_tools(
 ) -> Vec<NamedTool> {
     let plain: Vec<String> = tools
         .iter()
-        .map(|t| format!("{namespace}{SEPARATOR}{}", sanitize(&t.name)))
+        .map(|t| {
+            if namespace.is_empty() {
+                sanitize(&t.name)
+            } else {
+                format!("{namespace}{SEPARATOR}{}", sanitize(&t.name))
+            }
+        })
         .collect();
     let mut counts: HashMap<&str, usize> = HashMap::new();
     for name in &plain {
@@ -186,6 +193,18 @@ mod tests {
         assert_ne!(named[0].name, named[1].name);
         assert_eq!(named[2].name.len(), 64);
         assert_eq!(named[3].name, "ns__ok");
+    }
+
+    #[test]
+    fn an_empty_namespace_keeps_the_sanitized_raw_names() {
+        let named = qualify_tools(
+            "",
+            vec![tool("echo"), tool("get.sum"), tool("get_sum")],
+            None,
+        );
+        assert_eq!(named[0].name, "echo");
+        assert!(named[1].name.starts_with("get_sum_") && named[2].name.starts_with("get_sum_"));
+        assert!(named.iter().all(|n| is_valid_name(&n.name)), "{named:?}");
     }
 
     #[test]

@@ -3,6 +3,117 @@
 
 use serde::Serialize;
 
+use crate::error::ErrorCode;
+
+/// A service's state, as status and `service_changed` events name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServiceState {
+    /// `enabled = false`.
+    Disabled,
+    /// A registry service without a fresh tested catalog.
+    Untested,
+    /// No live session; the next call connects.
+    Disconnected,
+    /// A connection is being opened.
+    Connecting,
+    /// At least one live session.
+    Connected,
+    /// Could not be started, connected or cataloged.
+    Failed,
+}
+
+impl ServiceState {
+    /// The state's name (`connected`, `failed`…).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServiceState::Disabled => "disabled",
+            ServiceState::Untested => "untested",
+            ServiceState::Disconnected => "disconnected",
+            ServiceState::Connecting => "connecting",
+            ServiceState::Connected => "connected",
+            ServiceState::Failed => "failed",
+        }
+    }
+}
+
+/// What happened to one agent's session with a service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    /// The session opened.
+    Connected,
+    /// The session closed (disconnect, reset, revoke, the server went away).
+    Closed,
+    /// The session could not be opened.
+    Failed,
+}
+
+impl SessionState {
+    /// The state's name (`connected`, `closed`, `failed`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionState::Connected => "connected",
+            SessionState::Closed => "closed",
+            SessionState::Failed => "failed",
+        }
+    }
+}
+
+/// States compare with their names, as the JSON shows them.
+macro_rules! compare_with_names {
+    ($($t:ty),*) => {$(
+        impl PartialEq<&str> for $t {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    )*};
+}
+
+compare_with_names!(ServiceState, SessionState);
+
+impl PartialEq<&str> for CallStatus {
+    fn eq(&self, other: &&str) -> bool {
+        match self {
+            CallStatus::Ok => *other == "ok",
+            CallStatus::Failed(code) => code.as_str() == *other,
+        }
+    }
+}
+
+/// How a call ended: `ok`, or the error code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallStatus {
+    /// The call produced a result the server did not mark as an error.
+    Ok,
+    /// The call failed with this code (`tool_error` for a result marked `isError`).
+    Failed(ErrorCode),
+}
+
+impl Serialize for CallStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            CallStatus::Ok => s.serialize_str("ok"),
+            CallStatus::Failed(code) => s.serialize_str(code.as_str()),
+        }
+    }
+}
+
+impl std::fmt::Display for CallStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallStatus::Ok => f.write_str("ok"),
+            CallStatus::Failed(code) => f.write_str(code.as_str()),
+        }
+    }
+}
+
 /// Something that happened.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -12,8 +123,8 @@ pub enum Event {
     ServiceChanged {
         /// The service.
         service: String,
-        /// Its new state (`disconnected`, `connecting`, `connected`, `failed`).
-        state: String,
+        /// Its new state.
+        state: ServiceState,
         /// Why it failed, when it did.
         reason: Option<String>,
     },
@@ -26,8 +137,8 @@ pub enum Event {
         service: String,
         /// The session number (increases with every connection).
         session: u64,
-        /// `connected`, `closed` or `failed`.
-        state: String,
+        /// What happened.
+        state: SessionState,
         /// Whether this connection replaces an earlier one for the same agent.
         reconnect: bool,
         /// Why, for `failed`.
@@ -51,7 +162,7 @@ pub enum Event {
         /// The qualified tool name.
         tool: String,
         /// `ok` or the error code.
-        status: String,
+        status: CallStatus,
         /// Milliseconds from start to finish.
         elapsed_ms: u64,
         /// Progress notifications seen.

@@ -6,15 +6,28 @@
 //! policy — tool naming, content conversion, redaction — runs in WebAssembly components
 //! ([`plugin`]) chosen per service in the config ([`config`]).
 //!
-//! Start with [`Airlock::start`].
+//! Start with [`Airlock::start`]. `ARCHITECTURE.md` names the layers and what each may
+//! import.
+//!
+//! Features: `cli` (default) builds the `airlock` binary, its command line and the demo;
+//! `gateway` (part of `cli`) adds `airlock serve`, the MCP gateway; `keyring` (part of
+//! `cli`) adds the OS credential store. Without default features this is the embeddable
+//! library alone.
+
+#![warn(missing_docs)]
 
 mod airlock;
 pub mod catalog;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod config;
+#[cfg(feature = "cli")]
 pub mod demo;
+pub mod digest;
 pub mod error;
 pub mod events;
+#[cfg(feature = "gateway")]
+pub mod gateway;
 pub mod import;
 pub mod launch;
 pub mod oauth;
@@ -27,9 +40,9 @@ pub mod session;
 pub mod transport;
 
 pub use airlock::{
-    AccessCheck, AccessMode, AccessOptions, AccessRequest, Airlock, AirlockOptions, CallOptions,
-    CallOutput, DEFAULT_AGENT, DEFAULT_MAX_SESSIONS, Redaction, ServiceReport, ServiceStatus,
-    StartError, TestReport,
+    AccessCheck, AccessMode, AccessOptions, AccessRefused, AccessRequest, Airlock, AirlockOptions,
+    CallOptions, CallOutput, DEFAULT_AGENT, DEFAULT_MAX_SESSIONS, Redaction, ServiceReport,
+    ServiceStatus, StartError, TestReport, call_json,
 };
 pub use error::{CallError, ErrorCode};
 pub use events::Event;

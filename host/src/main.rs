@@ -19,7 +19,8 @@ fn main() -> ExitCode {
     tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
+                // Every record, from every crate, is scrubbed of the secrets Airlock knows.
+                .with_writer(|| airlock_host::secrets::ScrubbingWriter::new(std::io::stderr()))
                 .with_filter(wanted.and(guard)),
         )
         .init();

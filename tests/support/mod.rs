@@ -289,3 +289,78 @@ pub fn filesystem_server() -> PathBuf {
         "@modelcontextprotocol/server-filesystem",
     )
 }
+
+/// The `airlock serve` command line for `ws`.
+pub fn serve_args(ws: &Workspace, extra: &[&str]) -> Vec<String> {
+    let mut args = vec![
+        "--config".to_string(),
+        ws.config().display().to_string(),
+        "--data-dir".to_string(),
+        ws.data().display().to_string(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+/// A running `airlock serve --http`, killed with its process group on drop.
+pub struct HttpGateway {
+    child: Child,
+    /// The endpoint, `http://127.0.0.1:PORT/mcp`.
+    pub url: String,
+}
+
+impl Drop for HttpGateway {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+impl HttpGateway {
+    /// Starts `airlock serve --http 127.0.0.1:0` with `extra` arguments.
+    pub fn start(ws: &Workspace, extra: &[&str]) -> HttpGateway {
+        let mut args = serve_args(ws, &["serve", "--http", "127.0.0.1:0"]);
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let mut child = Command::new(airlock_bin())
+            .args(&args)
+            .current_dir(ws.dir.path())
+            .env("AIRLOCK_CONFIG", ws.dir.path().join("no-user-config.toml"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("start airlock serve --http");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if !sent && let Some(at) = line.split("listening on ").nth(1) {
+                    let _ = tx.send(at.trim().to_string());
+                    sent = true;
+                }
+            }
+        });
+        let url = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("airlock serve --http printed its address");
+        HttpGateway { child, url }
+    }
+
+    /// The gateway's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the gateway has exited (reaping it).
+    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+}

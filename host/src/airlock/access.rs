@@ -34,6 +34,16 @@ pub enum AccessRequest<'a> {
         /// The qualified tool name.
         tool: &'a str,
     },
+    /// Anything else that touches `service`: list or read its resources, list or get
+    /// its prompts, complete an argument, subscribe, set its log level.
+    Service {
+        /// The agent.
+        agent: &'a str,
+        /// The service.
+        service: &'a str,
+        /// The MCP method, e.g. `resources/read`.
+        operation: &'a str,
+    },
     /// Read a retained output of `service`.
     ReadOutput {
         /// The agent.
@@ -45,20 +55,43 @@ pub enum AccessRequest<'a> {
     },
 }
 
-/// The embedder's permission gate, consulted before every call and every output read.
-/// Return `Err(message)` to refuse; the message reaches the caller with
+/// The embedder's refusal of one request; its reason reaches the caller with
 /// `service_access_denied`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct AccessRefused {
+    /// Why, in words for the caller.
+    pub reason: String,
+}
+
+impl From<String> for AccessRefused {
+    fn from(reason: String) -> Self {
+        AccessRefused { reason }
+    }
+}
+
+impl From<&str> for AccessRefused {
+    fn from(reason: &str) -> Self {
+        AccessRefused {
+            reason: reason.to_string(),
+        }
+    }
+}
+
+/// The embedder's permission gate, consulted before every call and every output read.
+/// Return an [`AccessRefused`] to refuse. A closure returning `Result<(), String>` is an
+/// `AccessCheck` too.
 pub trait AccessCheck: Send + Sync {
     /// Allows or refuses one request.
-    fn check(&self, request: &AccessRequest<'_>) -> Result<(), String>;
+    fn check(&self, request: &AccessRequest<'_>) -> Result<(), AccessRefused>;
 }
 
 impl<F> AccessCheck for F
 where
     F: Fn(&AccessRequest<'_>) -> Result<(), String> + Send + Sync,
 {
-    fn check(&self, request: &AccessRequest<'_>) -> Result<(), String> {
-        self(request)
+    fn check(&self, request: &AccessRequest<'_>) -> Result<(), AccessRefused> {
+        self(request).map_err(AccessRefused::from)
     }
 }
 
@@ -100,6 +133,7 @@ impl Inner {
     pub(super) fn authorize(&self, request: &AccessRequest<'_>) -> Result<(), CallError> {
         let (agent, service) = match request {
             AccessRequest::Call { agent, service, .. }
+            | AccessRequest::Service { agent, service, .. }
             | AccessRequest::ReadOutput { agent, service, .. } => (*agent, *service),
         };
         if !self.granted(agent, service)? {
@@ -173,6 +207,36 @@ impl Airlock {
             .into_iter()
             .filter(|t| self.inner.granted(agent, &t.service).unwrap_or(false))
             .collect()
+    }
+
+    /// Saves a retained output of `service` (owned by `agent`) into `folder`, whole or as
+    /// ordered parts of at most `part_size` bytes with an index (at most 512 parts); the
+    /// agent's access is checked as for a read.
+    pub fn export_output(
+        &self,
+        agent: &str,
+        service: &str,
+        output_id: &str,
+        folder: &std::path::Path,
+        part_size: Option<usize>,
+    ) -> Result<crate::results::Export, CallError> {
+        self.inner.authorize(&AccessRequest::ReadOutput {
+            agent,
+            service,
+            output_id,
+        })?;
+        self.inner
+            .results
+            .export_for(agent, service, output_id, folder, part_size)
+            .map_err(|e| match e {
+                crate::results::ExportError::Read(ReadError::NotOwner { .. }) => {
+                    denied(e.to_string())
+                }
+                crate::results::ExportError::Write { .. } => {
+                    CallError::new(ErrorCode::ToolError, e.to_string())
+                }
+                other => CallError::new(ErrorCode::InvalidArguments, other.to_string()),
+            })
     }
 
     /// Reads a page of a retained output for `agent`: only the agent whose call produced

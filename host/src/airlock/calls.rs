@@ -1,16 +1,17 @@
-//! Tool calls through the data path, and resources and prompts (per service or
-//! aggregated across services).
+//! Tool calls through the data path: catalog lookup, access, the agent's session, the
+//! server, the content plugin, the redaction chain, the results store; and the JSON a
+//! call renders to (`airlock --json call`, the demo).
 
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Airlock, DEFAULT_AGENT};
 use crate::error::{CallError, ErrorCode};
-use crate::events::Event;
+use crate::events::{CallStatus, Event};
 use crate::plugin::{RedactionMark, Secret, convert};
 use crate::results::Retained;
 use crate::session::{CallControl, ProgressUpdate};
@@ -136,14 +137,14 @@ impl Airlock {
         options: CallOptions,
     ) -> Result<CallOutput, CallError> {
         let started = Instant::now();
-        let entry = self
-            .inner
-            .catalog
-            .read()
-            .expect("catalog lock poisoned")
-            .get(tool)
-            .cloned();
+        let entry = self.inner.cataloger.read().get(tool).cloned();
         let outcome = match entry {
+            None if let Some((service, reason)) = self.inner.unavailable_owner(tool) => {
+                Err(CallError::new(
+                    ErrorCode::ServiceUnavailable,
+                    format!("service \"{service}\" is unavailable: {reason}"),
+                ))
+            }
             None => {
                 let hint = self
                     .search_tools(&tool.replace("__", " ").replace('_', " "))
@@ -164,7 +165,7 @@ impl Airlock {
                         agent: options.agent.clone(),
                         service,
                         tool: tool.to_string(),
-                        status: e.code.to_string(),
+                        status: CallStatus::Failed(e.code),
                         elapsed_ms: started.elapsed().as_millis() as u64,
                         progress_seen: 0,
                         size: None,
@@ -179,9 +180,9 @@ impl Airlock {
                 service: out.service.clone(),
                 tool: out.tool.clone(),
                 status: if out.is_error {
-                    ErrorCode::ToolError.to_string()
+                    CallStatus::Failed(ErrorCode::ToolError)
                 } else {
-                    "ok".into()
+                    CallStatus::Ok
                 },
                 elapsed_ms: out.elapsed.as_millis() as u64,
                 progress_seen: out.progress_seen,
@@ -226,6 +227,7 @@ impl Airlock {
         let forward = {
             let caller = options.progress.clone();
             let events = inner.events.clone();
+            let airlock = self.clone();
             let (agent, svc, tool) = (
                 options.agent.clone(),
                 entry.service.clone(),
@@ -233,8 +235,12 @@ impl Airlock {
             );
             tokio::spawn(async move {
                 let mut seen = 0usize;
-                while let Some(update) = rx.recv().await {
+                while let Some(mut update) = rx.recv().await {
                     seen += 1;
+                    // A progress message leaves Airlock: it passes the egress rule.
+                    if let Some(message) = update.message.take() {
+                        update.message = Some(airlock.inner.redact_text(&svc, &message).await);
+                    }
                     let _ = events.send(Event::Progress {
                         agent: agent.clone(),
                         service: svc.clone(),
@@ -261,22 +267,22 @@ impl Airlock {
             .await;
         drop(live);
         let progress_seen = forward.await.unwrap_or(0);
-        let reply = reply?;
+        let reply = match reply {
+            Ok(reply) => reply,
+            Err(e) => return Err(inner.redact_error(&entry.service, e).await),
+        };
 
         let result = convert::result_from_mcp(&reply.result);
-        let secrets = service
-            .secrets()
+        let known = service.secrets();
+        let secrets = known
             .iter()
-            .map(|(name, value)| Secret {
-                name: name.clone(),
-                value: value.clone(),
+            .map(|s| Secret {
+                name: s.name.clone(),
+                value: s.value.clone(),
             })
             .collect();
         let processed = pipeline.process(result, secrets).await.map_err(|e| {
-            CallError::new(
-                ErrorCode::AdapterError,
-                crate::launch::scrub(&e.to_string(), &service.secrets()),
-            )
+            CallError::new(ErrorCode::AdapterError, known.scrub_owned(&e.to_string()))
         })?;
         let text = convert::result_text(&processed.result);
         let redactions: Vec<Redaction> = processed.marks.into_iter().map(Redaction::from).collect();
@@ -325,159 +331,85 @@ impl Airlock {
             warning: reply.warning,
         })
     }
+}
 
-    fn targets(&self, service: Option<&str>) -> Result<Vec<String>, CallError> {
-        match service {
-            Some(s) if self.inner.services.contains_key(s) => Ok(vec![s.to_string()]),
-            Some(s) => Err(CallError::new(
-                ErrorCode::ServiceUnavailable,
-                format!("no service named \"{s}\""),
-            )),
-            None => Ok(self
-                .inner
-                .services
-                .iter()
-                .filter(|(_, s)| s.config.enabled && s.pipeline.is_some())
-                .map(|(n, _)| n.clone())
-                .collect()),
-        }
-    }
-
-    /// Resources of one service, or of every available service when `service` is
-    /// `None` (each entry gains a `service` field; unavailable services are skipped).
-    ///
-    /// ```no_run
-    /// # async fn run(airlock: airlock_host::Airlock) -> Result<(), airlock_host::CallError> {
-    /// for r in airlock.list_resources("default", None).await? {
-    ///     let contents = airlock.read_resource("default", r["service"].as_str().unwrap(), r["uri"].as_str().unwrap()).await?;
-    ///     println!("{contents}");
-    /// }
-    /// let prompts = airlock.list_prompts("default", Some("linear")).await?;
-    /// let messages = airlock.get_prompt("default", "linear", "triage-issue", serde_json::json!({"issueId": "ENG-42"})).await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn list_resources(
-        &self,
-        agent: &str,
-        service: Option<&str>,
-    ) -> Result<Vec<Value>, CallError> {
-        self.aggregate(agent, service, Listing::Resources).await
-    }
-
-    /// Lists resources or prompts of one service, or of every available service (each
-    /// entry gains a `service` field; with no service named, failing services are
-    /// skipped with a warning).
-    async fn aggregate(
-        &self,
-        agent: &str,
-        service: Option<&str>,
-        kind: Listing,
-    ) -> Result<Vec<Value>, CallError> {
-        let mut all = Vec::new();
-        for name in self.targets(service)? {
-            let listed = match self.inner.session(agent, &name).await {
-                Ok(live) => match kind {
-                    Listing::Resources => live.session.list_resources().await,
-                    Listing::Prompts => live.session.list_prompts().await,
-                },
-                Err(e) => Err(e),
-            };
-            match listed {
-                Ok(items) => all.extend(items.into_iter().map(|mut item| {
-                    item["service"] = Value::String(name.clone());
-                    item
-                })),
-                Err(e) if service.is_some() => return Err(e),
-                Err(e) => {
-                    tracing::warn!(service = %name, "{} failed: {}", kind.method(), e.message)
-                }
+impl super::Inner {
+    /// The service a tool name not in the catalog belongs to, when that service could
+    /// not start (its plugins were refused, it needs repair…): the name carries the
+    /// service's namespace. With the reason, so the caller learns why.
+    fn unavailable_owner(&self, tool: &str) -> Option<(String, String)> {
+        self.services.iter().find_map(|(name, service)| {
+            if !service.config.enabled {
+                return None;
             }
-        }
-        Ok(all)
-    }
-
-    /// Reads a resource of `service` (the raw `ReadResourceResult` JSON; secrets the
-    /// service knows are scrubbed from its text).
-    pub async fn read_resource(
-        &self,
-        agent: &str,
-        service: &str,
-        uri: &str,
-    ) -> Result<Value, CallError> {
-        let live = self.inner.session(agent, service).await?;
-        let svc = self
-            .inner
-            .service(service)
-            .expect("session implies service");
-        let value = live
-            .session
-            .read_resource(uri, svc.config.tool_timeout)
-            .await?;
-        Ok(scrub_json(value, &svc.secrets()))
-    }
-
-    /// Prompts of one service, or of every available service when `service` is `None`.
-    pub async fn list_prompts(
-        &self,
-        agent: &str,
-        service: Option<&str>,
-    ) -> Result<Vec<Value>, CallError> {
-        self.aggregate(agent, service, Listing::Prompts).await
-    }
-
-    /// Gets a prompt of `service` with `arguments` (a JSON object of strings).
-    pub async fn get_prompt(
-        &self,
-        agent: &str,
-        service: &str,
-        name: &str,
-        arguments: Value,
-    ) -> Result<Value, CallError> {
-        let Value::Object(arguments) = arguments else {
-            return Err(CallError::new(
-                ErrorCode::InvalidArguments,
-                "prompt arguments must be a JSON object",
-            ));
-        };
-        let live = self.inner.session(agent, service).await?;
-        let svc = self
-            .inner
-            .service(service)
-            .expect("session implies service");
-        let value = live
-            .session
-            .get_prompt(name, arguments, svc.config.tool_timeout)
-            .await?;
-        Ok(scrub_json(value, &svc.secrets()))
+            let reason = service.health().failed.clone()?;
+            let frozen = self.registry.namespace(name).ok().flatten();
+            let default = format!("mcp__{}", sanitize(name));
+            let owns = [frozen, Some(default)]
+                .into_iter()
+                .flatten()
+                .any(|ns| tool.starts_with(&format!("{ns}__")));
+            owns.then(|| (name.clone(), reason))
+        })
     }
 }
 
-/// What [`Airlock::aggregate`] lists.
-#[derive(Clone, Copy)]
-enum Listing {
-    Resources,
-    Prompts,
+/// `name` with every character outside `[A-Za-z0-9_-]` replaced by `_`.
+fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
-impl Listing {
-    fn method(self) -> &'static str {
-        match self {
-            Listing::Resources => "resources/list",
-            Listing::Prompts => "prompts/list",
+/// The JSON object `airlock --json call` prints for a call's outcome (DESIGN.md's
+/// public surface): `ok`, the service, tool, retention record, converted blocks and the
+/// preview on success; `ok:false` with the error code and message otherwise. A result
+/// the server marked `isError` is `ok:false` with `tool_error` and keeps its content.
+pub fn call_json(outcome: &Result<CallOutput, CallError>) -> Value {
+    match outcome {
+        Ok(out) => {
+            let mut v = json!({
+                "ok": !out.is_error,
+                "service": out.service,
+                "tool": out.tool,
+                "output_id": out.retained.output_id,
+                "size": out.retained.size,
+                "digest": out.retained.digest,
+                "complete": out.retained.complete,
+                "redacted": out.retained.redacted,
+                "redactions": out.redactions,
+                "content": out.content,
+                "text": out.preview,
+            });
+            if let Some(sc) = &out.structured_content {
+                v["structured_content"] = sc.clone();
+            }
+            if let Some(warning) = &out.warning {
+                v["warning"] = json!(warning);
+            }
+            if let Some(reason) = &out.retained.not_retained_reason {
+                v["retained"] = json!(false);
+                v["retention_message"] = json!(reason);
+            }
+            if out.is_error {
+                v["error"] = json!(ErrorCode::ToolError);
+                v["message"] = json!(out.preview);
+            }
+            v
         }
+        Err(e) => json!({"ok": false, "error": e.code, "message": e.message}),
     }
 }
 
-/// Replaces known secret values in every string of `value`.
-fn scrub_json(mut value: Value, secrets: &[(String, String)]) -> Value {
-    fn walk(v: &mut Value, secrets: &[(String, String)]) {
-        match v {
-            Value::String(s) => *s = crate::launch::scrub(s, secrets),
-            Value::Array(items) => items.iter_mut().for_each(|i| walk(i, secrets)),
-            Value::Object(map) => map.values_mut().for_each(|i| walk(i, secrets)),
-            _ => {}
-        }
+impl CallOutput {
+    /// This output as `airlock --json call` prints it (see [`call_json`]).
+    pub fn to_json(&self) -> Value {
+        call_json(&Ok(self.clone()))
     }
-    walk(&mut value, secrets);
-    value
 }

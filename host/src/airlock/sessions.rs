@@ -1,35 +1,21 @@
-//! Sessions per (agent, service): opened on first use and kept across calls, a
-//! live-session limit that refuses rather than evicts, disconnect and reset, roots per
-//! agent (a change is announced without reconnecting unless it moves the server's
-//! working directory), and the listener for server notifications.
+//! The facade's side of sessions: opening one through the pool (checking the service,
+//! tracking its health, learning OAuth tokens as secrets), disconnect and reset, roots
+//! per agent (a change is announced without reconnecting unless it moves the server's
+//! working directory), and the listener that acts on a session's notifications.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 
 use super::{Airlock, Inner};
-use crate::config::TransportConfig;
+use crate::catalog::Cataloger;
 use crate::error::{CallError, ErrorCode};
 use crate::events::Event;
-use crate::launch::LaunchSpec;
-use crate::session::{AirlockClient, ServerNotice, Session};
-
-/// One agent's connection slot for one service.
-#[derive(Default)]
-pub(crate) struct Slot {
-    live: tokio::sync::Mutex<Option<Arc<Live>>>,
-    opened_before: AtomicBool,
-}
-
-/// A live session and what it was opened with.
-pub(crate) struct Live {
-    pub session: Session,
-    pub number: u64,
-    /// The working directory the server was started in (stdio only).
-    pub cwd: Option<PathBuf>,
-}
+use crate::plugin::{ServiceInfo, ServicePipeline};
+use crate::session::{
+    AcquireError, AgentClient, ConnectOptions, LiveSession, ServerNotice, SessionHandle, connect,
+};
 
 impl Airlock {
     /// Closes `agent`'s session with `service`, keeping everything else; the next call
@@ -52,6 +38,15 @@ impl Airlock {
         self.inner.session(agent, service).await.map(|_| ())
     }
 
+    /// Closes every session of `agent` and waits until they are closed (an agent's
+    /// client went away).
+    pub async fn disconnect_agent(&self, agent: &str) {
+        self.inner.pool.close_agent(agent).await;
+        for name in self.inner.services.keys() {
+            self.inner.emit_service_changed(name);
+        }
+    }
+
     /// Sets the folders offered to `agent`'s servers as roots. Live sessions are told
     /// with `notifications/roots/list_changed`, except those whose working directory
     /// follows the first root and would move: they reconnect.
@@ -67,29 +62,15 @@ impl Airlock {
             .write()
             .expect("roots lock poisoned")
             .insert(agent.to_string(), roots.clone());
-        let slots: Vec<(String, Arc<Slot>)> = self
-            .inner
-            .sessions
-            .lock()
-            .expect("sessions lock poisoned")
-            .iter()
-            .filter(|((a, _), _)| a == agent)
-            .map(|((_, s), slot)| (s.clone(), slot.clone()))
-            .collect();
-        for (service, slot) in slots {
-            let live = slot.live.lock().await.clone();
-            let Some(live) = live else { continue };
+        for (service, live) in self.inner.pool.sessions_of(agent).await {
             let wanted = self.inner.working_dir(&service, &roots);
-            if matches!(
-                self.inner.services[&service].config.transport,
-                TransportConfig::Stdio { .. }
-            ) && wanted != live.cwd
-            {
+            if self.inner.services[&service].config.transport.is_stdio() && wanted != live.cwd {
                 tracing::info!(
                     service,
                     agent,
                     "roots moved the working directory: reconnecting"
                 );
+                drop(live);
                 self.inner.disconnect_now(agent, &service).await;
                 if let Err(e) = self.inner.session(agent, &service).await {
                     tracing::warn!(
@@ -105,30 +86,66 @@ impl Airlock {
         }
     }
 
+    /// Gives `agent` its own MCP client: servers may then ask it for sampling and
+    /// elicitation, and their log messages reach it. Replaces an earlier one. A live
+    /// session that declared other capabilities in its handshake is closed, to reopen
+    /// (with the right ones) on its next use.
+    pub async fn attach_client(&self, agent: &str, client: Arc<dyn AgentClient>) {
+        let wanted = client.capabilities();
+        self.inner.agent_link(agent).set(Some(client));
+        for (service, live) in self.inner.pool.sessions_of(agent).await {
+            if live.session.agent_capabilities() != wanted {
+                drop(live);
+                self.inner.disconnect_now(agent, &service).await;
+            }
+        }
+    }
+
+    /// Sets the lowest level of server log messages `agent` wants (an MCP logging level:
+    /// `debug`, `info`, `warning`…): sent to its live sessions whose servers log, and to
+    /// every session it opens later.
+    pub async fn set_log_level(&self, agent: &str, level: &str) {
+        self.inner
+            .log_levels
+            .write()
+            .expect("log levels poisoned")
+            .insert(agent.to_string(), level.to_string());
+        for (service, live) in self.inner.pool.sessions_of(agent).await {
+            apply_log_level(&self.inner, &service, &live.session, level).await;
+        }
+    }
+
+    /// Forgets `agent`'s client (sessions opened later have none).
+    pub fn detach_client(&self, agent: &str) {
+        self.inner.agent_link(agent).set(None);
+    }
+
+    /// The services `agent` has a live session with.
+    pub async fn live_services(&self, agent: &str) -> Vec<String> {
+        self.inner
+            .pool
+            .sessions_of(agent)
+            .await
+            .into_iter()
+            .map(|(service, _)| service)
+            .collect()
+    }
+
     /// The process id of `agent`'s live stdio session with `service`, if any.
     pub async fn session_pid(&self, agent: &str, service: &str) -> Option<u32> {
-        let slot = self
-            .inner
-            .sessions
-            .lock()
-            .expect("sessions lock poisoned")
-            .get(&(agent.to_string(), service.to_string()))
-            .cloned()?;
-        let live = slot.live.lock().await.clone()?;
-        live.session.pid()
+        self.inner.pool.live(agent, service).await?.session.pid()
     }
 }
 
 impl Inner {
-    pub(super) fn live_sessions(&self, service: &str) -> usize {
-        self.sessions
-            .lock()
-            .expect("sessions lock poisoned")
-            .iter()
-            .filter(|((_, s), slot)| {
-                s == service && slot.live.try_lock().map(|l| l.is_some()).unwrap_or(true)
-            })
-            .count()
+    /// Where `agent`'s sessions find its client (made on first use).
+    fn agent_link(&self, agent: &str) -> Arc<crate::session::AgentLink> {
+        self.agent_clients
+            .write()
+            .expect("agent clients poisoned")
+            .entry(agent.to_string())
+            .or_default()
+            .clone()
     }
 
     fn agent_roots(&self, agent: &str) -> Vec<String> {
@@ -152,10 +169,10 @@ impl Inner {
 
     /// `agent`'s live session with `service`, opening one if needed.
     pub(super) async fn session(
-        self: &Arc<Self>,
+        &self,
         agent: &str,
         service_name: &str,
-    ) -> Result<Arc<Live>, CallError> {
+    ) -> Result<Arc<LiveSession>, CallError> {
         let unavailable = |m: String| CallError::new(ErrorCode::ServiceUnavailable, m);
         let service = self
             .service(service_name)
@@ -165,283 +182,187 @@ impl Inner {
                 "service \"{service_name}\" is disabled"
             )));
         }
-        if service.pipeline.is_none() || !service.config.repair.is_empty() {
-            let reason = service
-                .health
-                .lock()
-                .expect("health lock poisoned")
-                .failed
-                .clone()
-                .unwrap_or_default();
+        let Some(pipeline) = service
+            .pipeline
+            .clone()
+            .filter(|_| service.config.repair.is_empty())
+        else {
+            let reason = service.health().failed.clone().unwrap_or_default();
             return Err(unavailable(format!(
                 "service \"{service_name}\" is unavailable: {reason}"
             )));
+        };
+        if let Some(live) = self.pool.live(agent, service_name).await
+            && !live.session.is_closed()
+        {
+            return Ok(live);
         }
-        let slot = self
-            .sessions
-            .lock()
-            .expect("sessions lock poisoned")
-            .entry((agent.to_string(), service_name.to_string()))
-            .or_default()
-            .clone();
-        let mut guard = slot.live.lock().await;
-        if let Some(live) = guard.as_ref() {
-            if !live.session.is_closed() {
-                return Ok(live.clone());
-            }
-            let dead = guard.take().expect("checked above");
-            self.release(agent, service_name, dead, "the connection closed");
-        }
-        // Reserve a place under the limit; refuse rather than close someone else's.
-        let reserved = self
-            .live
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < self.max_sessions).then_some(n + 1)
-            });
-        if reserved.is_err() {
-            return Err(CallError::new(
-                ErrorCode::ServiceSessionLimit,
-                format!(
-                    "the live session limit ({}) is reached; disconnect an unused session or raise the limit",
-                    self.max_sessions
-                ),
-            ));
-        }
-        service
-            .health
-            .lock()
-            .expect("health lock poisoned")
-            .connecting += 1;
-        self.emit_service_changed(service_name);
-        let opened = self.open(agent, service_name).await;
-        service
-            .health
-            .lock()
-            .expect("health lock poisoned")
-            .connecting -= 1;
-        match opened {
-            Ok(live) => {
-                let live = Arc::new(live);
-                {
-                    let mut health = service.health.lock().expect("health lock poisoned");
-                    health.failed = None;
-                    health.identity = Some(live.session.identity().clone());
-                }
-                *guard = Some(live.clone());
-                let reconnect = slot.opened_before.swap(true, Ordering::SeqCst);
-                self.emit(Event::SessionChanged {
-                    agent: agent.to_string(),
-                    service: service_name.to_string(),
-                    session: live.number,
-                    state: "connected".into(),
-                    reconnect,
-                    reason: None,
-                });
+        let opened = self
+            .pool
+            .acquire(agent, service_name, || async {
+                service.health().connecting += 1;
                 self.emit_service_changed(service_name);
+                let roots = self.agent_roots(agent);
+                let cwd = self.working_dir(service_name, &roots);
+                let (tx, rx) = mpsc::unbounded_channel();
+                let options = ConnectOptions {
+                    roots,
+                    cwd: cwd.clone(),
+                    secrets: service.secrets(),
+                    notices: tx,
+                    secret_store: &self.secret_store,
+                    agent: Some(self.agent_link(agent)),
+                };
+                let connected = connect(&service.config, options).await;
+                service.health().connecting -= 1;
+                match connected {
+                    Ok(connected) => {
+                        if let Some(token) = &connected.oauth_token {
+                            service.learn_secret("oauth access token", token);
+                        }
+                        let level = self
+                            .log_levels
+                            .read()
+                            .expect("log levels poisoned")
+                            .get(agent)
+                            .cloned();
+                        if let Some(level) = level {
+                            apply_log_level(self, service_name, &connected.session, &level).await;
+                        }
+                        tokio::spawn(listen(Listener {
+                            service: service_name.to_string(),
+                            secrets: service.secrets(),
+                            info: service.info(),
+                            pipeline: pipeline.clone(),
+                            cataloger: self.cataloger.clone(),
+                            events: self.events.clone(),
+                            handle: connected.session.handle(),
+                            notices: rx,
+                        }));
+                        Ok((connected.session, cwd))
+                    }
+                    Err(e) => Err(service.secrets().scrub_owned(&e.to_string())),
+                }
+            })
+            .await;
+        let outcome = match opened {
+            Ok(live) => {
+                let mut identity = live.session.identity().clone();
+                let secrets = service.secrets();
+                for text in [&mut identity.name, &mut identity.version] {
+                    *text = secrets.scrub_owned(text);
+                }
+                identity.title = identity.title.map(|t| secrets.scrub_owned(&t));
+                identity.instructions = identity.instructions.map(|t| secrets.scrub_owned(&t));
+                let mut health = service.health();
+                health.failed = None;
+                health.identity = Some(identity);
                 Ok(live)
             }
-            Err(reason) => {
-                self.live.fetch_sub(1, Ordering::SeqCst);
-                let reason = crate::launch::scrub(&reason, &service.secrets());
-                service.health.lock().expect("health lock poisoned").failed = Some(reason.clone());
-                self.emit(Event::SessionChanged {
-                    agent: agent.to_string(),
-                    service: service_name.to_string(),
-                    session: 0,
-                    state: "failed".into(),
-                    reconnect: false,
-                    reason: Some(reason.clone()),
-                });
-                self.emit_service_changed(service_name);
+            Err(AcquireError::Limit(max)) => {
+                return Err(CallError::new(
+                    ErrorCode::ServiceSessionLimit,
+                    AcquireError::<String>::Limit(max).to_string(),
+                ));
+            }
+            Err(AcquireError::Open(reason)) => {
+                service.health().failed = Some(reason.clone());
                 Err(unavailable(format!(
                     "cannot connect to service \"{service_name}\": {reason}"
                 )))
             }
-        }
-    }
-
-    /// Connects (spawning or dialling) with the agent's roots.
-    async fn open(self: &Arc<Self>, agent: &str, name: &str) -> Result<Live, String> {
-        let service = &self.services[name];
-        let roots = self.agent_roots(agent);
-        let (tx, rx) = mpsc::unbounded_channel();
-        let client = AirlockClient::new(name, roots.clone(), service.secrets()).with_notices(tx);
-        let config = &service.config;
-        let (session, cwd) = match &config.transport {
-            TransportConfig::Stdio { command, args, env } => {
-                let cwd = self.working_dir(name, &roots);
-                let spec = LaunchSpec {
-                    command: command.clone(),
-                    args: args.clone(),
-                    env: env.clone(),
-                    cwd: cwd.clone(),
-                    secrets: service.secrets(),
-                };
-                (
-                    Session::connect_stdio(&spec, config.startup_timeout, client)
-                        .await
-                        .map_err(|e| e.to_string())?,
-                    cwd,
-                )
-            }
-            TransportConfig::Http { url, headers, auth } => {
-                let mut headers = headers.clone();
-                if auth.is_some() {
-                    // Never interactive here: without usable tokens this fails with a
-                    // message naming `airlock servers auth NAME`.
-                    let token = crate::oauth::access_token(&self.secret_store, name, url)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    service.learn_secret("oauth access token", &token);
-                    let (key, value) = crate::oauth::authorization_header(&token);
-                    headers.insert(key, value);
-                }
-                let session = Session::connect_http(url, &headers, config.startup_timeout, client)
-                    .await
-                    .map_err(|e| {
-                        let e = e.to_string();
-                        // A refused token (revoked, or one without a lifetime that
-                        // expired) needs a person: say which command to run.
-                        if auth.is_some() && (e.contains("Auth required") || e.contains("401")) {
-                            format!(
-                                "service \"{name}\" needs authorization: run `airlock servers auth {name}` (the server refused the stored token)"
-                            )
-                        } else {
-                            e
-                        }
-                    })?;
-                (session, None)
-            }
         };
-        let mut session = session;
-        session.set_cancel_grace(config.cancel_grace);
-        let number = self.session_seq.fetch_add(1, Ordering::SeqCst) + 1;
-        tokio::spawn(listen(
-            Arc::downgrade(self),
-            agent.to_string(),
-            name.to_string(),
-            number,
-            rx,
-        ));
-        Ok(Live {
-            session,
-            number,
-            cwd,
-        })
-    }
-
-    /// Forgets a session (it no longer counts toward the limit) and closes it in the
-    /// background so nobody waits for it.
-    fn release(&self, agent: &str, service: &str, live: Arc<Live>, why: &str) {
-        self.live.fetch_sub(1, Ordering::SeqCst);
-        self.emit(Event::SessionChanged {
-            agent: agent.to_string(),
-            service: service.to_string(),
-            session: live.number,
-            state: "closed".into(),
-            reconnect: false,
-            reason: Some(why.to_string()),
-        });
-        tokio::spawn(async move {
-            if let Ok(live) = Arc::try_unwrap(live) {
-                live.session.close().await;
-            }
-        });
-        self.emit_service_changed(service);
+        self.emit_service_changed(service_name);
+        outcome
     }
 
     /// Closes `agent`'s session with `service` now (the close finishes in the background).
     pub(super) async fn disconnect_now(&self, agent: &str, service: &str) {
-        let slot = self
-            .sessions
-            .lock()
-            .expect("sessions lock poisoned")
-            .get(&(agent.to_string(), service.to_string()))
-            .cloned();
-        if let Some(slot) = slot
-            && let Some(live) = slot.live.lock().await.take()
-        {
-            self.release(agent, service, live, "disconnected");
+        if self.pool.disconnect(agent, service, "disconnected").await {
+            self.emit_service_changed(service);
         }
-    }
-
-    /// Closes every session and waits for each to finish closing.
-    pub(super) async fn close_all(&self) {
-        let slots: Vec<Arc<Slot>> = self
-            .sessions
-            .lock()
-            .expect("sessions lock poisoned")
-            .drain()
-            .map(|(_, s)| s)
-            .collect();
-        let mut closing = Vec::new();
-        for slot in slots {
-            if let Some(live) = slot.live.lock().await.take() {
-                self.live.fetch_sub(1, Ordering::SeqCst);
-                closing.push(live);
-            }
-        }
-        futures::future::join_all(closing.into_iter().map(|live| async move {
-            // Wait for in-flight calls holding the session to let go, briefly.
-            let mut live = live;
-            for _ in 0..50 {
-                match Arc::try_unwrap(live) {
-                    Ok(owned) => return owned.session.close().await,
-                    Err(shared) => live = shared,
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            }
-            tracing::warn!(
-                "a session was still in use at close; its process group is killed on drop"
-            );
-        }))
-        .await;
     }
 }
 
-/// Acts on one session's server notifications until the session ends.
-async fn listen(
-    inner: Weak<Inner>,
-    agent: String,
-    service: String,
-    number: u64,
-    mut rx: mpsc::UnboundedReceiver<ServerNotice>,
+/// Sends `logging/setLevel` to a session whose server declared logging; a failure is
+/// logged (scrubbed), not fatal.
+async fn apply_log_level(
+    inner: &Inner,
+    service: &str,
+    session: &crate::session::Session,
+    level: &str,
 ) {
-    while let Some(notice) = rx.recv().await {
-        let Some(inner) = inner.upgrade() else { return };
-        match notice {
+    if !session.server_supports("logging") {
+        return;
+    }
+    let timeout = inner
+        .service(service)
+        .map(|s| s.config.tool_timeout)
+        .unwrap_or(crate::config::DEFAULT_TOOL_TIMEOUT);
+    if let Err(e) = session.set_log_level(level, timeout).await {
+        let e = inner.scrub_error(service, e);
+        tracing::warn!(service, "cannot set the server's log level: {}", e.message);
+    }
+}
+
+/// What a session's listener needs: no reference back to the facade, so a dropped
+/// Airlock takes its sessions (and their processes) with it.
+struct Listener {
+    service: String,
+    secrets: crate::secrets::KnownSecrets,
+    info: ServiceInfo,
+    pipeline: Arc<ServicePipeline>,
+    cataloger: Arc<Cataloger>,
+    events: broadcast::Sender<Event>,
+    handle: SessionHandle,
+    notices: mpsc::UnboundedReceiver<ServerNotice>,
+}
+
+/// Acts on one session's server notifications until the session ends.
+async fn listen(mut l: Listener) {
+    let service = l.service.clone();
+    while let Some(notice) = l.notices.recv().await {
+        let event = match notice {
             ServerNotice::ToolsChanged => {
-                let slot = inner
-                    .sessions
-                    .lock()
-                    .expect("sessions lock poisoned")
-                    .get(&(agent.clone(), service.clone()))
-                    .cloned();
-                let live = match slot {
-                    Some(slot) => slot.live.lock().await.clone(),
-                    None => None,
+                let refreshed = match l.handle.list_tools().await {
+                    Ok(listed) => {
+                        let listed = super::egress::redact_with(
+                            Some(&l.pipeline),
+                            &l.secrets,
+                            serde_json::Value::Array(listed),
+                        )
+                        .await;
+                        let listed = listed.as_array().map(Vec::as_slice).unwrap_or_default();
+                        l.cataloger
+                            .name_tools(l.info.clone(), &l.pipeline, listed)
+                            .await
+                            .map_err(|e| e.to_string())
+                    }
+                    Err(e) => Err(e.to_string()),
                 };
-                let Some(live) = live.filter(|l| l.number == number) else {
-                    continue;
-                };
-                match inner.refresh_tools(&service, &live.session).await {
-                    Ok(tools) => inner.emit(Event::ToolsChanged {
+                match refreshed {
+                    Ok(tools) => Event::ToolsChanged {
                         service: service.clone(),
                         tools,
-                    }),
-                    Err(e) => tracing::warn!(service, "cannot refresh the tool list: {e}"),
+                    },
+                    Err(e) => {
+                        let e = l.secrets.scrub_owned(&e);
+                        tracing::warn!(service, "cannot refresh the tool list: {e}");
+                        continue;
+                    }
                 }
             }
-            ServerNotice::ResourceUpdated { uri } => inner.emit(Event::ResourceUpdated {
+            ServerNotice::ResourceUpdated { uri } => Event::ResourceUpdated {
                 service: service.clone(),
                 uri,
-            }),
-            ServerNotice::ResourcesChanged => inner.emit(Event::ResourcesChanged {
+            },
+            ServerNotice::ResourcesChanged => Event::ResourcesChanged {
                 service: service.clone(),
-            }),
-            ServerNotice::PromptsChanged => inner.emit(Event::PromptsChanged {
+            },
+            ServerNotice::PromptsChanged => Event::PromptsChanged {
                 service: service.clone(),
-            }),
-        }
+            },
+        };
+        let _ = l.events.send(event);
     }
 }

@@ -1,7 +1,10 @@
 //! The catalog: every tool Airlock offers, by qualified name, with the service and raw
 //! tool name a call is routed to. Names are unique across all services.
 
+mod naming;
 mod schema;
+
+pub use naming::{CatalogError, Cataloger, check_limits};
 
 use std::collections::BTreeMap;
 
@@ -32,6 +35,15 @@ pub struct CatalogTool {
     pub input_schema: Value,
     /// Why common model APIs would reject the input schema, if they would.
     pub incompatible: Option<String>,
+    /// The server's title for the tool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// The server's annotations (`readOnlyHint`, `destructiveHint`…).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
+    /// The server's output schema.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
 }
 
 /// Lower-cased text a tool is searched by, computed once when it is added.
@@ -52,13 +64,16 @@ pub struct Catalog {
 impl Catalog {
     /// Adds a service's named tools. Fails (adding nothing) if a name is already used by
     /// another service.
-    pub fn add_service(&mut self, service: &str, named: Vec<NamedTool>) -> Result<(), String> {
+    pub fn add_service(
+        &mut self,
+        service: &str,
+        named: Vec<NamedTool>,
+    ) -> Result<(), CatalogError> {
         if let Some(clash) = named.iter().find(|t| self.tools.contains_key(&t.name)) {
-            let owner = &self.tools[&clash.name].service;
-            return Err(format!(
-                "tool name \"{}\" is already used by service \"{owner}\"",
-                clash.name
-            ));
+            return Err(CatalogError::Clash {
+                name: clash.name.clone(),
+                owner: self.tools[&clash.name].service.clone(),
+            });
         }
         for tool in named {
             self.search_keys.insert(
@@ -84,10 +99,31 @@ impl Catalog {
                     description: tool.description,
                     incompatible: schema::incompatibility(&input_schema),
                     input_schema,
+                    title: None,
+                    annotations: None,
+                    output_schema: None,
                 },
             );
         }
         Ok(())
+    }
+
+    /// Copies the title, annotations and output schema of each of `service`'s tools from
+    /// the server's listing (`listed`, MCP tool JSON), matched by raw name.
+    pub fn attach_details(&mut self, service: &str, listed: &[Value]) {
+        let by_raw: std::collections::HashMap<&str, &Value> = listed
+            .iter()
+            .filter_map(|t| Some((t.get("name")?.as_str()?, t)))
+            .collect();
+        for tool in self.tools.values_mut().filter(|t| t.service == service) {
+            let Some(raw) = by_raw.get(tool.raw_name.as_str()) else {
+                continue;
+            };
+            let field = |k: &str| raw.get(k).filter(|v| !v.is_null()).cloned();
+            tool.title = field("title").and_then(|t| t.as_str().map(str::to_string));
+            tool.annotations = field("annotations");
+            tool.output_schema = field("outputSchema");
+        }
     }
 
     /// Removes every tool of `service`.

@@ -67,6 +67,63 @@ pub(super) async fn call(
 }
 
 /// Runs `airlock output`.
+/// Runs `airlock output SERVICE ID --save DIR [--part-size BYTES]`.
+pub(super) fn save_output(
+    cli: &Cli,
+    service: &str,
+    output_id: &str,
+    folder: &std::path::Path,
+    part_size: Option<usize>,
+) -> Result<ExitCode, String> {
+    let options = options(cli)?;
+    let data = cap_std::fs::Dir::open_ambient_dir(&options.data_dir, cap_std::ambient_authority())
+        .map_err(|e| format!("data directory \"{}\": {e}", options.data_dir.display()))?;
+    let store = crate::results::ResultStore::open(&data, options.result_limits)
+        .map_err(|e| e.to_string())?;
+    match store.export_for(&cli.agent, service, output_id, folder, part_size) {
+        Ok(export) => {
+            if cli.json {
+                println!("{}", json!({"ok": true, "export": export}));
+            } else {
+                for part in &export.parts {
+                    println!(
+                        "{}  {} bytes  {}",
+                        folder.join(&part.file).display(),
+                        part.size,
+                        part.digest
+                    );
+                }
+                if let Some(index) = &export.index {
+                    println!(
+                        "{}  (index of {} parts)",
+                        index.display(),
+                        export.parts.len()
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            let code = match e {
+                crate::results::ExportError::Read(crate::results::ReadError::NotOwner {
+                    ..
+                }) => ErrorCode::ServiceAccessDenied,
+                _ => ErrorCode::InvalidArguments,
+            };
+            if cli.json {
+                println!(
+                    "{}",
+                    json!({"ok": false, "error": code, "message": e.to_string()})
+                );
+            } else {
+                eprintln!("airlock: {e}");
+            }
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// Runs `airlock output SERVICE ID [--offset N]`.
 pub(super) fn output(
     cli: &Cli,
     service: &str,

@@ -12,7 +12,7 @@ use super::common::{data_dir, project_dir};
 use crate::config::process_env;
 use crate::import::{Candidate, Client, ImportSources, ImportedTransport, Scan};
 use crate::registry::{ImportPreview, Registry, Scope};
-use crate::servers::{Draft, DraftTransport, GivenValue};
+use crate::servers::{Draft, GivenValue};
 
 /// How long a preview stays valid, in seconds.
 pub const PREVIEW_TTL_SECS: i64 = 600;
@@ -153,12 +153,7 @@ fn print_candidate(c: &Candidate) {
         c.source.display()
     );
     match &c.transport {
-        ImportedTransport::Stdio {
-            command,
-            args,
-            cwd,
-            env,
-        } => {
+        ImportedTransport::Stdio { command, args, env } => {
             println!("    command: {command}");
             if !args.is_empty() {
                 println!(
@@ -166,7 +161,7 @@ fn print_candidate(c: &Candidate) {
                     serde_json::to_string(args).expect("json")
                 );
             }
-            if let Some(cwd) = cwd {
+            if let Some(cwd) = &c.cwd {
                 println!("    cwd:     {cwd}");
             }
             for (k, v) in env {
@@ -174,7 +169,7 @@ fn print_candidate(c: &Candidate) {
                 println!("    env:     {k}={}{tag}", v.value);
             }
         }
-        ImportedTransport::Http { url, headers } => {
+        ImportedTransport::Http { url, headers, .. } => {
             println!("    url:     {url}");
             for (k, v) in headers {
                 let tag = if v.secret { " (secret)" } else { "" };
@@ -324,28 +319,11 @@ fn print_applied(cli: &Cli, imported: &[serde_json::Value], failed: &[String]) {
 /// The registry draft for a candidate. Secret values that could not be resolved stay
 /// empty and plain (the entry is marked for repair); the rest go to the secret store.
 fn draft(c: &Candidate, scope: Scope) -> Draft {
-    let given = |v: &crate::import::ImportedValue| GivenValue {
-        value: v.value.clone(),
+    let transport = c.transport.clone().map_values(|_, v| GivenValue {
         secret: v.secret && !v.value.is_empty(),
-    };
-    let transport = match &c.transport {
-        ImportedTransport::Stdio {
-            command, args, env, ..
-        } => DraftTransport::Stdio {
-            command: command.clone(),
-            args: args.clone(),
-            env: env.iter().map(|(k, v)| (k.clone(), given(v))).collect(),
-        },
-        ImportedTransport::Http { url, headers } => DraftTransport::Http {
-            url: url.clone(),
-            headers: headers.iter().map(|(k, v)| (k.clone(), given(v))).collect(),
-            auth: crate::config::Auth::None,
-        },
-    };
-    let cwd = match &c.transport {
-        ImportedTransport::Stdio { cwd, .. } => cwd.clone(),
-        ImportedTransport::Http { .. } => None,
-    };
+        value: v.value,
+    });
+    let cwd = c.cwd.clone();
     Draft {
         name: c.name.clone(),
         scope,

@@ -7,15 +7,17 @@
 
 mod calls;
 mod common;
+mod grants;
 mod import;
 mod listings;
 mod plugin;
 mod render;
+mod serve;
 mod servers;
 
+pub use crate::call_json as render_call_json;
 pub use common::data_dir;
 pub use plugin::PluginCommand;
-pub use render::call_json as render_call_json;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -115,6 +117,12 @@ pub enum Command {
         /// Byte offset to start at (from `next_offset`).
         #[arg(long, default_value_t = 0)]
         offset: usize,
+        /// Save the whole output into this folder instead of printing a page.
+        #[arg(long, value_name = "DIR")]
+        save: Option<PathBuf>,
+        /// With --save: ordered parts of at most BYTES each, plus an index (at most 512).
+        #[arg(long, value_name = "BYTES", requires = "save")]
+        part_size: Option<usize>,
     },
     /// Show every configured server's state.
     Status,
@@ -126,6 +134,14 @@ pub enum Command {
     },
     /// Preview (and with --apply, import) servers defined in other MCP clients.
     Import(import::ImportArgs),
+    /// Serve Airlock as one MCP server in front of every service (stdio, or --http).
+    Serve(serve::ServeArgs),
+    /// Manage which services an agent may use in grants mode.
+    Grants {
+        /// What to do.
+        #[command(subcommand)]
+        command: grants::GrantsCommand,
+    },
     /// Inspect and replay plugins.
     Plugin {
         /// What to do.
@@ -164,10 +180,12 @@ async fn dispatch(cli: &Cli) -> Result<ExitCode, String> {
                 .map_err(|e| format!("demo server: {e}"))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Demo => crate::demo::run_demo(cli).await,
+        Command::Demo => crate::demo::run_demo(&data_dir(cli), cli.json).await,
         Command::Plugin { command } => plugin::run(cli, command).await,
         Command::Servers { command } => servers::run(cli, command).await,
         Command::Import(args) => import::run(cli, args).await,
+        Command::Serve(args) => serve::run(cli, args).await,
+        Command::Grants { command } => grants::run(cli, command),
         Command::Tools { search } => listings::tools(cli, search.as_deref()).await,
         Command::Status => listings::status(cli).await,
         Command::Call {
@@ -189,6 +207,19 @@ async fn dispatch(cli: &Cli) -> Result<ExitCode, String> {
             service,
             output_id,
             offset,
+            save: Some(folder),
+            part_size,
+            ..
+        } => {
+            let _ = offset;
+            calls::save_output(cli, service, output_id, folder, *part_size)
+        }
+        Command::Output {
+            service,
+            output_id,
+            offset,
+            save: None,
+            ..
         } => calls::output(cli, service, output_id, *offset),
     }
 }

@@ -9,48 +9,11 @@ use crate::airlock::{CallOutput, ServiceReport, ServiceStatus};
 use crate::catalog::CatalogTool;
 use crate::error::{CallError, ErrorCode};
 
-/// The JSON object `airlock --json call` prints.
-pub fn call_json(outcome: &Result<CallOutput, CallError>) -> Value {
-    match outcome {
-        Ok(out) => {
-            let mut v = json!({
-                "ok": !out.is_error,
-                "service": out.service,
-                "tool": out.tool,
-                "output_id": out.retained.output_id,
-                "size": out.retained.size,
-                "digest": out.retained.digest,
-                "complete": out.retained.complete,
-                "redacted": out.retained.redacted,
-                "redactions": out.redactions,
-                "content": out.content,
-                "text": out.preview,
-            });
-            if let Some(sc) = &out.structured_content {
-                v["structured_content"] = sc.clone();
-            }
-            if let Some(warning) = &out.warning {
-                v["warning"] = json!(warning);
-            }
-            if let Some(reason) = &out.retained.not_retained_reason {
-                v["retained"] = json!(false);
-                v["retention_message"] = json!(reason);
-            }
-            if out.is_error {
-                v["error"] = json!(ErrorCode::ToolError);
-                v["message"] = json!(out.preview);
-            }
-            v
-        }
-        Err(e) => json!({"ok": false, "error": e.code, "message": e.message}),
-    }
-}
-
 /// Prints a call's outcome; the exit code is 0 exactly when the call is ok.
 pub fn call(as_json: bool, outcome: Result<CallOutput, CallError>) -> ExitCode {
     let ok = matches!(&outcome, Ok(out) if !out.is_error);
     if as_json {
-        println!("{}", call_json(&outcome));
+        println!("{}", crate::call_json(&outcome));
     } else {
         match &outcome {
             Ok(out) => {

@@ -4,6 +4,8 @@
 
 mod expand;
 mod parse;
+mod source;
+mod transport;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -12,6 +14,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use expand::expand_vars;
+pub use source::{Scope, Source, UnknownScope};
+pub use transport::{Auth, MaskedDebug, TaggedValue, Transport, TransportConfig};
+
+use crate::secrets::{KnownSecrets, looks_like_credential, url_credentials};
 
 /// Default handshake/connection timeout (leaves room for `npx -y` downloads).
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -40,37 +46,14 @@ pub enum ConfigError {
         message: String,
     },
     /// One server entry is malformed.
-    #[error("invalid MCP server \"{server}\" in \"{file}\": {message}")]
+    #[error("invalid MCP server \"{server}\" in \"{defined_in}\": {message}")]
     Server {
         /// The server's name.
         server: String,
-        /// The file defining it.
-        file: PathBuf,
+        /// The file (or registry scope) defining it.
+        defined_in: Source,
         /// What is wrong.
         message: String,
-    },
-}
-
-/// How Airlock reaches a server.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TransportConfig {
-    /// A local process spoken to over stdin/stdout.
-    Stdio {
-        /// The program (bare name looked up on PATH and fallback folders, or a path).
-        command: String,
-        /// Its arguments, passed one by one (never through a shell).
-        args: Vec<String>,
-        /// Extra environment variables (after `${VAR}` expansion).
-        env: BTreeMap<String, String>,
-    },
-    /// A remote server over streamable HTTP (with SSE fallback).
-    Http {
-        /// The endpoint URL (after expansion).
-        url: String,
-        /// Extra headers (after expansion).
-        headers: BTreeMap<String, String>,
-        /// `Some("oauth")` for OAuth-protected servers.
-        auth: Option<String>,
     },
 }
 
@@ -153,8 +136,8 @@ pub struct AdapterConfig {
 pub struct ServerConfig {
     /// The server's name (its key under `mcp_servers`).
     pub name: String,
-    /// The file that defines it.
-    pub source: PathBuf,
+    /// The file (or registry scope) that defines it.
+    pub source: Source,
     /// How to reach it.
     pub transport: TransportConfig,
     /// The working directory (absolute).
@@ -180,7 +163,7 @@ pub struct ServerConfig {
     pub adapter_config: AdapterConfig,
     /// Credential-named variables (`${GITHUB_TOKEN}`) the definition referenced, with
     /// their values: known secrets even when they were expanded into `args` or `url`.
-    pub referenced_secrets: Vec<(String, String)>,
+    pub referenced_secrets: KnownSecrets,
     /// Why the definition cannot work until someone fixes it (a secret missing from the
     /// store, an env reference an import could not resolve…). A service with repair
     /// reasons is reported failed and never launched.
@@ -193,12 +176,12 @@ impl ServerConfig {
     /// names, so the digest reveals nothing. A tested catalog is fresh while this digest
     /// is unchanged; the label, description, timeouts and plugins do not count.
     pub fn launch_digest(&self) -> String {
-        let known = crate::secrets::known_secrets(self);
-        let secrets: BTreeSet<String> = known.iter().map(|(name, _)| name.clone()).collect();
+        let known = self.known_secrets();
+        let secret_names: BTreeSet<&str> = known.iter().map(|s| s.name.as_str()).collect();
         let masked = |map: &BTreeMap<String, String>| -> BTreeMap<String, String> {
             map.iter()
                 .map(|(k, v)| {
-                    let shown = if secrets.contains(k) {
+                    let shown = if secret_names.contains(k.as_str()) {
                         "<secret>".to_string()
                     } else {
                         v.clone()
@@ -208,17 +191,86 @@ impl ServerConfig {
                 .collect()
         };
         let launch = match &self.transport {
-            TransportConfig::Stdio { command, args, env } => serde_json::json!({
+            Transport::Stdio { command, args, env } => serde_json::json!({
                 "type": "stdio", "command": command, "args": args, "env": masked(env),
                 "cwd": self.cwd,
             }),
-            TransportConfig::Http { url, headers, auth } => serde_json::json!({
-                "type": "http", "url": crate::launch::scrub(url, &known),
-                "headers": masked(headers), "auth": auth,
+            Transport::Http { url, headers, auth } => serde_json::json!({
+                "type": "http", "url": known.scrub(url), "headers": masked(headers),
+                "auth": auth.as_config(),
             }),
         };
-        crate::results::digest(launch.to_string().as_bytes())
+        crate::digest::sha256(launch.to_string().as_bytes())
     }
+
+    /// The values this service must never let out, by name: env vars and headers marked
+    /// in `secret_env` or named like credentials, credentials written into the URL, and
+    /// credential-named variables expanded anywhere in the definition. For a header like
+    /// `Authorization: Bearer X` both the whole value and the token after the scheme are
+    /// known.
+    pub fn known_secrets(&self) -> KnownSecrets {
+        let mut found: Vec<(String, String)> = Vec::new();
+        let is_secret = |name: &str| self.secret_env.contains(name) || looks_like_credential(name);
+        match &self.transport {
+            Transport::Stdio { env, .. } => {
+                for (k, v) in env {
+                    if is_secret(k) && !v.is_empty() {
+                        found.push((k.clone(), v.clone()));
+                    }
+                }
+            }
+            Transport::Http { headers, url, .. } => {
+                found.extend(url_credentials(url));
+                for (k, v) in headers {
+                    if is_secret(k) && !v.is_empty() {
+                        found.push((k.clone(), v.clone()));
+                        if let Some((_, token)) = v.split_once(' ')
+                            && !token.trim().is_empty()
+                        {
+                            found.push((k.clone(), token.trim().to_string()));
+                        }
+                    }
+                }
+            }
+        }
+        // Credential-named variables expanded elsewhere (args, url), unless the same
+        // value is already known under its env or header name.
+        for secret in self.referenced_secrets.iter() {
+            if !found.iter().any(|(_, v)| *v == secret.value) {
+                found.push((secret.name.clone(), secret.value.clone()));
+            }
+        }
+        found.into_iter().collect()
+    }
+}
+
+/// A server definition as written, before `${VAR}` expansion and the checks on values:
+/// what a config file's entry reads as, and what the registry keeps. [`ServerEntry::resolve`]
+/// turns it into the [`ServerConfig`] Airlock runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerEntry {
+    /// How to reach the server (values unexpanded).
+    pub transport: Transport<String>,
+    /// The working directory (must be absolute).
+    pub cwd: Option<String>,
+    /// Whether Airlock connects to it.
+    pub enabled: bool,
+    /// Connection + handshake timeout, seconds (default 60).
+    pub startup_timeout_secs: Option<f64>,
+    /// Per-call timeout, seconds (default 60).
+    pub tool_timeout_secs: Option<f64>,
+    /// Grace period after a cancelled call, seconds (default 10).
+    pub cancel_grace_secs: Option<f64>,
+    /// A human label.
+    pub label: Option<String>,
+    /// A description for agents.
+    pub description: Option<String>,
+    /// Env vars (and header names) whose values are secret.
+    pub secret_env: BTreeSet<String>,
+    /// The plugins per stage, in config syntax.
+    pub adapters: Option<Value>,
+    /// The plugins' configuration, in config syntax.
+    pub adapter_config: Option<Value>,
 }
 
 /// Server definitions that do not come from files (the registry), merged in with the
@@ -263,7 +315,7 @@ pub struct Config {
     pub files: Vec<PathBuf>,
     /// Every source that defined each server, in the order they were merged (the last
     /// one is the definition in effect).
-    pub definitions: BTreeMap<String, Vec<PathBuf>>,
+    pub definitions: BTreeMap<String, Vec<Source>>,
 }
 
 /// Where configuration files are looked for.
@@ -377,14 +429,16 @@ impl Config {
                     .definitions
                     .entry(name.clone())
                     .or_default()
-                    .push(file.clone());
+                    .push(Source::File(file.clone()));
                 raw_servers.insert(name, Entry::Raw(file.clone(), value));
             }
             config.files.push(file);
         }
         for (name, entry) in raw_servers {
             let server = match entry {
-                Entry::Raw(file, value) => parse::parse_server(&name, &file, &value, env)?,
+                Entry::Raw(file, value) => {
+                    parse::parse_server(&name, &Source::File(file), &value, env)?
+                }
                 Entry::Parsed(server) => *server,
             };
             config.servers.insert(name, server);
@@ -396,7 +450,7 @@ impl Config {
     /// `mcp_servers.NAME` in `source`.
     pub fn parse_entry(
         name: &str,
-        source: &Path,
+        source: &Source,
         entry: &Value,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<ServerConfig, ConfigError> {
@@ -416,7 +470,7 @@ impl Config {
             ..Default::default()
         };
         for (name, value) in document.servers {
-            let server = parse::parse_server(&name, file, &value, env)?;
+            let server = parse::parse_server(&name, &Source::File(file.into()), &value, env)?;
             config.servers.insert(name, server);
         }
         Ok(config)

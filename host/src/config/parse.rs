@@ -1,6 +1,6 @@
 //! Field-by-field validation of config documents (TOML or JSON).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -8,8 +8,11 @@ use serde_json::{Map, Value};
 
 use super::{
     AdapterConfig, Adapters, ConfigError, DEFAULT_CANCEL_GRACE, DEFAULT_STARTUP_TIMEOUT,
-    DEFAULT_TOOL_TIMEOUT, PluginRef, SandboxLimits, ServerConfig, TransportConfig, expand_vars,
+    DEFAULT_TOOL_TIMEOUT, PluginRef, SandboxLimits, ServerConfig, ServerEntry, Source, Transport,
+    expand_vars,
 };
+use crate::config::Auth;
+use crate::secrets::{KnownSecrets, looks_like_credential};
 
 /// The top level of one file.
 pub(super) struct Document {
@@ -124,16 +127,22 @@ fn parse_sandbox(value: &Value) -> Result<SandboxLimits, String> {
     Ok(limits)
 }
 
-/// Validates one server entry and expands its `${VAR}` references.
+/// Reads one server entry of a file (checking each field's type and the shape of the
+/// definition), then resolves it ([`ServerEntry::resolve`]): `${VAR}` expansion and the
+/// checks on values.
 pub(super) fn parse_server(
     name: &str,
-    file: &Path,
+    source: &Source,
     value: &Value,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ServerConfig, ConfigError> {
+    read_entry(name, source, value)?.resolve(name, source, env)
+}
+
+fn read_entry(name: &str, source: &Source, value: &Value) -> Result<ServerEntry, ConfigError> {
     let err = |message: String| ConfigError::Server {
         server: name.to_string(),
-        file: file.to_path_buf(),
+        defined_in: source.clone(),
         message,
     };
     if name.is_empty() {
@@ -148,182 +157,28 @@ pub(super) fn parse_server(
     if let Some(key) = map.keys().find(|k| !SERVER_KEYS.contains(&k.as_str())) {
         return Err(err(format!("unknown field \"{key}\"")));
     }
-    let base = file.parent().unwrap_or(Path::new("."));
     let f = Fields { map };
-
-    // `command` may be a string (with `args`) or an array holding the program and its
-    // arguments, as some clients write it.
-    let (command, mut args) = match map.get("command") {
-        None => (None, Vec::new()),
-        Some(Value::String(s)) if s.is_empty() => {
-            return Err(err("\"command\" must not be empty".into()));
-        }
-        Some(Value::String(s)) => (Some(s.clone()), Vec::new()),
-        Some(Value::Array(items)) => {
-            let parts = string_list(items)
-                .map_err(|i| err(format!("\"command[{i}]\" must be a string")))?;
-            match parts.split_first() {
-                Some((program, rest)) if !program.is_empty() => {
-                    (Some(program.clone()), rest.to_vec())
-                }
-                _ => return Err(err("\"command\" must not be empty".into())),
-            }
-        }
-        Some(other) => {
-            return Err(err(format!(
-                "\"command\" must be a string, got {}",
-                kind(other)
-            )));
-        }
-    };
-    if let Some(extra) = f.string_list("args").map_err(err)? {
-        args.extend(extra);
-    }
-    let url = f.string("url").map_err(err)?;
-    let declared = match (
-        f.string("type").map_err(err)?,
-        f.string("transport").map_err(err)?,
-    ) {
-        (Some(t), _) | (None, Some(t)) => Some(t),
-        (None, None) => None,
-    };
-    let transport_kind = match declared.as_deref() {
-        Some("stdio") => "stdio",
-        Some("http") | Some("streamable-http") | Some("streamableHttp") | Some("sse") => "http",
-        Some(other) => {
-            return Err(err(format!(
-                "\"type\" must be \"stdio\" or \"http\", got \"{other}\""
-            )));
-        }
-        None => match (&command, &url) {
-            (Some(_), None) => "stdio",
-            (None, Some(_)) => "http",
-            (Some(_), Some(_)) => {
-                return Err(err(
-                    "both \"command\" and \"url\" are set; add \"type\" = \"stdio\" or \"http\""
-                        .into(),
-                ));
-            }
-            (None, None) => return Err(err(
-                "\"type\" is missing: set \"stdio\" (with \"command\") or \"http\" (with \"url\")"
-                    .into(),
-            )),
-        },
-    };
-    // Credential-named variables referenced anywhere (command, args, url, env,
-    // headers) are known secrets, whatever field they end up in.
-    let referenced = std::cell::RefCell::new(Vec::<(String, String)>::new());
-    let recording = |name: &str| {
-        let value = env(name);
-        if let Some(v) = &value
-            && crate::secrets::looks_like_credential(name)
-            && !v.is_empty()
-        {
-            referenced
-                .borrow_mut()
-                .push((format!("${{{name}}}"), v.clone()));
-        }
-        value
-    };
-    let expand = |field: &str, text: &str| {
-        expand_vars(text, &recording).map_err(|m| err(format!("\"{field}\": {m}")))
-    };
-    let env_map = f.string_map("env").map_err(err)?.unwrap_or_default();
-    let headers = f.string_map("headers").map_err(err)?.unwrap_or_default();
-    let transport = match transport_kind {
-        "stdio" => {
-            let command =
-                command.ok_or_else(|| err("\"command\" is required for a stdio server".into()))?;
-            let command = expand("command", &command)?;
-            let args = args
-                .iter()
-                .enumerate()
-                .map(|(i, a)| expand(&format!("args[{i}]"), a))
-                .collect::<Result<Vec<_>, _>>()?;
-            if url.is_some() || !headers.is_empty() {
-                return Err(err(
-                    "\"url\" and \"headers\" belong to http servers, not stdio".into(),
-                ));
-            }
-            let mut env = BTreeMap::new();
-            for (k, v) in env_map {
-                if k.is_empty() || k.contains('=') || k.contains('\0') {
-                    return Err(err(format!("\"env\" has an invalid variable name {k:?}")));
-                }
-                let v = expand(&format!("env.{k}"), &v)?;
-                if v.contains('\0') {
-                    return Err(err(format!("\"env.{k}\" contains a NUL character")));
-                }
-                env.insert(k, v);
-            }
-            TransportConfig::Stdio { command, args, env }
-        }
-        _ => {
-            let url = url.ok_or_else(|| err("\"url\" is required for an http server".into()))?;
-            if command.is_some() {
-                return Err(err("\"command\" belongs to stdio servers, not http".into()));
-            }
-            let url = expand("url", &url)?;
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(err(format!(
-                    "\"url\" must start with http:// or https://, got {url:?}"
-                )));
-            }
-            let mut expanded = BTreeMap::new();
-            for (k, v) in headers {
-                expanded.insert(k.clone(), expand(&format!("headers.{k}"), &v)?);
-            }
-            let auth = f.string("auth").map_err(err)?;
-            if let Some(a) = &auth
-                && a != "oauth"
-            {
-                return Err(err(format!("\"auth\" must be \"oauth\", got \"{a}\"")));
-            }
-            TransportConfig::Http {
-                url,
-                headers: expanded,
-                auth,
-            }
-        }
-    };
-    let cwd = match f.string("cwd").map_err(err)? {
-        None => None,
-        Some(c) if Path::new(&c).is_absolute() => Some(PathBuf::from(c)),
-        Some(c) => return Err(err(format!("\"cwd\" must be an absolute path, got {c:?}"))),
-    };
-    let secs = |keys: [&str; 2], default: Duration| -> Result<Duration, ConfigError> {
+    let transport = read_transport(&f).map_err(err)?;
+    let secs = |keys: [&str; 2]| -> Result<Option<f64>, ConfigError> {
         for key in keys {
             if let Some(v) = map.get(key) {
                 return match v.as_f64() {
-                    Some(n) if n > 0.0 && n.is_finite() => Ok(Duration::from_secs_f64(n)),
+                    Some(n) if n > 0.0 && n.is_finite() => Ok(Some(n)),
                     _ => Err(err(format!(
                         "\"{key}\" must be a positive number of seconds"
                     ))),
                 };
             }
         }
-        Ok(default)
+        Ok(None)
     };
-    let adapters = parse_adapters(map.get("adapters"), base).map_err(err)?;
-    let adapter_config = parse_adapter_config(map.get("adapter_config"), &adapters).map_err(err)?;
-    Ok(ServerConfig {
-        name: name.to_string(),
-        source: file.to_path_buf(),
+    Ok(ServerEntry {
         transport,
-        cwd,
+        cwd: f.string("cwd").map_err(err)?,
         enabled: f.bool("enabled").map_err(err)?.unwrap_or(true),
-        startup_timeout: secs(
-            ["startup_timeout_secs", "startup_timeout_sec"],
-            DEFAULT_STARTUP_TIMEOUT,
-        )?,
-        tool_timeout: secs(
-            ["tool_timeout_secs", "tool_timeout_sec"],
-            DEFAULT_TOOL_TIMEOUT,
-        )?,
-        cancel_grace: secs(
-            ["cancel_grace_secs", "cancel_grace_sec"],
-            DEFAULT_CANCEL_GRACE,
-        )?,
+        startup_timeout_secs: secs(["startup_timeout_secs", "startup_timeout_sec"])?,
+        tool_timeout_secs: secs(["tool_timeout_secs", "tool_timeout_sec"])?,
+        cancel_grace_secs: secs(["cancel_grace_secs", "cancel_grace_sec"])?,
         label: f.string("label").map_err(err)?,
         description: f.string("description").map_err(err)?,
         secret_env: f
@@ -331,12 +186,209 @@ pub(super) fn parse_server(
             .map_err(err)?
             .unwrap_or_default()
             .into_iter()
-            .collect::<BTreeSet<_>>(),
-        adapters,
-        adapter_config,
-        repair: Vec::new(),
-        referenced_secrets: referenced.take(),
+            .collect(),
+        adapters: map.get("adapters").cloned(),
+        adapter_config: map.get("adapter_config").cloned(),
     })
+}
+
+/// The transport as written: `type` (declared or inferred), `command` (a string, or an
+/// array holding the program and its arguments, as some clients write it) with `args`
+/// and `env`, or `url` with `headers` and `auth`.
+fn read_transport(f: &Fields<'_>) -> Result<Transport<String>, String> {
+    let (command, mut args) = match f.map.get("command") {
+        None => (None, Vec::new()),
+        Some(Value::String(s)) if s.is_empty() => {
+            return Err("\"command\" must not be empty".into());
+        }
+        Some(Value::String(s)) => (Some(s.clone()), Vec::new()),
+        Some(Value::Array(items)) => {
+            let parts =
+                string_list(items).map_err(|i| format!("\"command[{i}]\" must be a string"))?;
+            match parts.split_first() {
+                Some((program, rest)) if !program.is_empty() => {
+                    (Some(program.clone()), rest.to_vec())
+                }
+                _ => return Err("\"command\" must not be empty".into()),
+            }
+        }
+        Some(other) => {
+            return Err(format!("\"command\" must be a string, got {}", kind(other)));
+        }
+    };
+    if let Some(extra) = f.string_list("args")? {
+        args.extend(extra);
+    }
+    let url = f.string("url")?;
+    let declared = match (f.string("type")?, f.string("transport")?) {
+        (Some(t), _) | (None, Some(t)) => Some(t),
+        (None, None) => None,
+    };
+    let is_stdio = match declared.as_deref() {
+        Some("stdio") => true,
+        Some("http") | Some("streamable-http") | Some("streamableHttp") | Some("sse") => false,
+        Some(other) => {
+            return Err(format!(
+                "\"type\" must be \"stdio\" or \"http\", got \"{other}\""
+            ));
+        }
+        None => match (&command, &url) {
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(_), Some(_)) => {
+                return Err(
+                    "both \"command\" and \"url\" are set; add \"type\" = \"stdio\" or \"http\""
+                        .into(),
+                );
+            }
+            (None, None) => {
+                return Err(
+                    "\"type\" is missing: set \"stdio\" (with \"command\") or \"http\" (with \"url\")"
+                        .into(),
+                );
+            }
+        },
+    };
+    let env = f.string_map("env")?.unwrap_or_default();
+    let headers = f.string_map("headers")?.unwrap_or_default();
+    if is_stdio {
+        let command = command.ok_or("\"command\" is required for a stdio server")?;
+        if url.is_some() || !headers.is_empty() {
+            return Err("\"url\" and \"headers\" belong to http servers, not stdio".into());
+        }
+        Ok(Transport::Stdio { command, args, env })
+    } else {
+        let url = url.ok_or("\"url\" is required for an http server")?;
+        if command.is_some() {
+            return Err("\"command\" belongs to stdio servers, not http".into());
+        }
+        let auth = Auth::parse(f.string("auth")?.as_deref())?;
+        Ok(Transport::Http { url, headers, auth })
+    }
+}
+
+impl ServerEntry {
+    /// Expands `${VAR}` references from `env` (in command, args, env, url and headers)
+    /// and checks every value, giving the server Airlock runs. Credential-named
+    /// variables referenced anywhere become known secrets, whatever field they end up
+    /// in. Errors name the server and `source`.
+    pub fn resolve(
+        self,
+        name: &str,
+        source: &Source,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<ServerConfig, ConfigError> {
+        let err = |message: String| ConfigError::Server {
+            server: name.to_string(),
+            defined_in: source.clone(),
+            message,
+        };
+        let referenced = std::cell::RefCell::new(Vec::<(String, String)>::new());
+        let recording = |var: &str| {
+            let value = env(var);
+            if let Some(v) = &value
+                && looks_like_credential(var)
+                && !v.is_empty()
+            {
+                referenced
+                    .borrow_mut()
+                    .push((format!("${{{var}}}"), v.clone()));
+            }
+            value
+        };
+        let expand = |field: &str, text: &str| {
+            expand_vars(text, &recording).map_err(|m| err(format!("\"{field}\": {m}")))
+        };
+        let transport = match self.transport {
+            Transport::Stdio { command, args, env } => {
+                let command = expand("command", &command)?;
+                let args = args
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| expand(&format!("args[{i}]"), a))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut expanded = BTreeMap::new();
+                for (k, v) in env {
+                    if k.is_empty() || k.contains('=') || k.contains('\0') {
+                        return Err(err(format!("\"env\" has an invalid variable name {k:?}")));
+                    }
+                    let v = expand(&format!("env.{k}"), &v)?;
+                    if v.contains('\0') {
+                        return Err(err(format!("\"env.{k}\" contains a NUL character")));
+                    }
+                    expanded.insert(k, v);
+                }
+                Transport::Stdio {
+                    command,
+                    args,
+                    env: expanded,
+                }
+            }
+            Transport::Http { url, headers, auth } => {
+                let url = expand("url", &url)?;
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(err(format!(
+                        "\"url\" must start with http:// or https://, got {url:?}"
+                    )));
+                }
+                let mut expanded = BTreeMap::new();
+                for (k, v) in headers {
+                    let v = expand(&format!("headers.{k}"), &v)?;
+                    expanded.insert(k, v);
+                }
+                Transport::Http {
+                    url,
+                    headers: expanded,
+                    auth,
+                }
+            }
+        };
+        let cwd = match self.cwd {
+            None => None,
+            Some(c) if Path::new(&c).is_absolute() => Some(PathBuf::from(c)),
+            Some(c) => return Err(err(format!("\"cwd\" must be an absolute path, got {c:?}"))),
+        };
+        let secs = |key: &str, value: Option<f64>, default: Duration| match value {
+            None => Ok(default),
+            Some(n) if n > 0.0 && n.is_finite() => Ok(Duration::from_secs_f64(n)),
+            Some(_) => Err(err(format!(
+                "\"{key}\" must be a positive number of seconds"
+            ))),
+        };
+        let base = source.base_dir();
+        let adapters = parse_adapters(self.adapters.as_ref(), base).map_err(err)?;
+        let adapter_config =
+            parse_adapter_config(self.adapter_config.as_ref(), &adapters).map_err(err)?;
+        Ok(ServerConfig {
+            name: name.to_string(),
+            source: source.clone(),
+            transport,
+            cwd,
+            enabled: self.enabled,
+            startup_timeout: secs(
+                "startup_timeout_secs",
+                self.startup_timeout_secs,
+                DEFAULT_STARTUP_TIMEOUT,
+            )?,
+            tool_timeout: secs(
+                "tool_timeout_secs",
+                self.tool_timeout_secs,
+                DEFAULT_TOOL_TIMEOUT,
+            )?,
+            cancel_grace: secs(
+                "cancel_grace_secs",
+                self.cancel_grace_secs,
+                DEFAULT_CANCEL_GRACE,
+            )?,
+            label: self.label,
+            description: self.description,
+            secret_env: self.secret_env,
+            adapters,
+            adapter_config,
+            repair: Vec::new(),
+            referenced_secrets: referenced.take().into_iter().collect::<KnownSecrets>(),
+        })
+    }
 }
 
 fn parse_adapters(value: Option<&Value>, base: &Path) -> Result<Adapters, String> {

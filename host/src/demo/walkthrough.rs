@@ -5,7 +5,6 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
-use crate::cli::Cli;
 use crate::config::{Config, PluginRef};
 use crate::{Airlock, AirlockOptions};
 
@@ -32,7 +31,7 @@ struct Step {
 }
 
 async fn call(airlock: &Airlock, tool: &str, args: Value) -> Value {
-    crate::cli::render_call_json(&airlock.call(tool, args, None).await)
+    crate::call_json(&airlock.call(tool, args, None).await)
 }
 
 fn print_call(title: &str, v: &Value) {
@@ -72,9 +71,10 @@ fn print_call(title: &str, v: &Value) {
 
 /// Runs the demo: catalog, a redacted secret, an image and resources converted, then the
 /// same calls with the content plugin swapped to `builtin:text-only` by config alone.
-pub async fn run_demo(cli: &Cli) -> Result<ExitCode, String> {
+/// `data_dir` holds the demo's state; `as_json` prints one JSON object instead of text.
+pub async fn run_demo(data_dir: &Path, as_json: bool) -> Result<ExitCode, String> {
     let config = demo_config()?;
-    let options = AirlockOptions::new(crate::cli::data_dir(cli));
+    let options = AirlockOptions::new(data_dir);
     let mut steps: Vec<Step> = Vec::new();
 
     let airlock = Airlock::start(config.clone(), options.clone())
@@ -86,7 +86,7 @@ pub async fn run_demo(cli: &Cli) -> Result<ExitCode, String> {
         .iter()
         .map(|t| json!({"name": t.name, "service": t.service, "tool": t.raw_name}))
         .collect();
-    if !cli.json {
+    if !as_json {
         println!(
             "Airlock demo: the bundled demo MCP server runs as a child process; its results go through"
         );
@@ -169,7 +169,7 @@ pub async fn run_demo(cli: &Cli) -> Result<ExitCode, String> {
     }
     airlock.close().await;
 
-    if cli.json {
+    if as_json {
         let steps: Vec<Value> = steps
             .iter()
             .map(|s| json!({"title": s.title, "result": s.outcome}))

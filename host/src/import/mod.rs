@@ -41,7 +41,7 @@ mod normalize;
 mod parse;
 mod references;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::fmt;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
@@ -52,8 +52,8 @@ use names::{sanitize_name, unique_name, valid_name};
 use normalize::normalize;
 use parse::parse;
 
-/// What [`Candidate::masked`] shows instead of a secret value.
-const MASK: &str = "••••••";
+#[cfg(test)]
+use crate::secrets::MASK;
 
 /// Which client a definition came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -132,55 +132,16 @@ pub struct ImportSources<'a> {
     pub only: Option<Client>,
 }
 
-/// One env var or header value after resolution.
-///
-/// `Debug` shows secret values as `••••••`; only the `value` field itself (and
-/// serialization) carries them.
-#[derive(Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ImportedValue {
-    /// The resolved value; empty when a reference in it could not be resolved.
-    pub value: String,
-    /// Whether the value is a credential.
-    pub secret: bool,
-}
+/// One env var or header value after resolution (empty when a reference in it could
+/// not be resolved). `Debug` shows secret values as `••••••`; only the `value` field
+/// itself (and serialization) carries them.
+pub type ImportedValue = crate::config::TaggedValue;
 
-impl fmt::Debug for ImportedValue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let shown = if self.secret && !self.value.is_empty() {
-            MASK
-        } else {
-            self.value.as_str()
-        };
-        f.debug_struct("ImportedValue")
-            .field("value", &shown)
-            .field("secret", &self.secret)
-            .finish()
-    }
-}
-
-/// How Airlock would reach an imported server.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(tag = "type", rename_all = "lowercase")]
-pub enum ImportedTransport {
-    /// A local process over stdin/stdout.
-    Stdio {
-        /// The program; references to set variables are kept as `${VAR}` for Airlock to expand.
-        command: String,
-        /// Its arguments (references to set variables kept as `${VAR}`; typed credentials `REDACTED`).
-        args: Vec<String>,
-        /// Absolute working folder, if the source set one.
-        cwd: Option<String>,
-        /// Environment variables, resolved.
-        env: BTreeMap<String, ImportedValue>,
-    },
-    /// A remote server over streamable HTTP (SSE sources included).
-    Http {
-        /// The endpoint (references to set variables kept as `${VAR}`; typed credentials `REDACTED`).
-        url: String,
-        /// Non-secret headers, resolved. Secret headers are never imported.
-        headers: BTreeMap<String, ImportedValue>,
-    },
-}
+/// How Airlock would reach an imported server: a local process (command and args keep
+/// references to set variables as `${VAR}`, typed credentials are `REDACTED`; env values
+/// resolved), or a remote server over streamable HTTP, SSE sources included (the url
+/// likewise; only non-secret headers, resolved — secret headers are never imported).
+pub type ImportedTransport = crate::config::Transport<ImportedValue>;
 
 /// One server found in another client's file.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -194,6 +155,8 @@ pub struct Candidate {
     pub source: PathBuf,
     /// How to reach it.
     pub transport: ImportedTransport,
+    /// Absolute working folder of a local server, if the source set one.
+    pub cwd: Option<String>,
     /// `false` for entries disabled in the source and for remote entries whose
     /// credentials were not imported.
     pub enabled: bool,
@@ -216,6 +179,7 @@ impl Candidate {
             "client": self.client,
             "source": self.source.to_string_lossy(),
             "transport": self.transport,
+            "cwd": self.cwd,
             "enabled": self.enabled,
             "tool_timeout_secs": self.tool_timeout_secs,
             "startup_timeout_secs": self.startup_timeout_secs,
@@ -227,17 +191,9 @@ impl Candidate {
 
     /// A copy for previews: every non-empty secret value replaced by `••••••`.
     pub fn masked(&self) -> Candidate {
-        fn mask(values: &mut BTreeMap<String, ImportedValue>) {
-            for v in values.values_mut() {
-                if v.secret && !v.value.is_empty() {
-                    v.value = MASK.to_string();
-                }
-            }
-        }
         let mut copy = self.clone();
-        match &mut copy.transport {
-            ImportedTransport::Stdio { env, .. } => mask(env),
-            ImportedTransport::Http { headers, .. } => mask(headers),
+        for v in copy.transport.values_mut().values_mut() {
+            *v = v.masked();
         }
         copy
     }

@@ -91,9 +91,15 @@ pub(super) fn normalize(
     };
     note_source_fields(client, map, &fields, &mut r.notes);
     let (tool_timeout_secs, startup_timeout_secs) = timeouts(client, map, &mut r.notes);
-    let (transport, credentials_withheld) = match &endpoint {
-        Endpoint::Command(command) => (stdio(&mut r, command, &fields)?, false),
-        Endpoint::Url(url) => http(&mut r, name, url, &fields)?,
+    let (transport, cwd, credentials_withheld) = match &endpoint {
+        Endpoint::Command(command) => {
+            let (transport, cwd) = stdio(&mut r, command, &fields)?;
+            (transport, cwd, false)
+        }
+        Endpoint::Url(url) => {
+            let (transport, withheld) = http(&mut r, name, url, &fields)?;
+            (transport, None, withheld)
+        }
     };
 
     Ok(Candidate {
@@ -101,6 +107,7 @@ pub(super) fn normalize(
         client,
         source: source.to_path_buf(),
         transport,
+        cwd,
         enabled: !fields.disabled && !credentials_withheld,
         tool_timeout_secs,
         startup_timeout_secs,
@@ -289,14 +296,14 @@ fn timeouts(
     (tool_timeout_secs, startup_timeout_secs)
 }
 
-/// A local server: `cwd` resolved (it must be absolute), command and args kept as
+/// A local server and its `cwd` (resolved; it must be absolute): command and args kept as
 /// templates with typed credentials scrubbed, env values resolved and classified.
 /// Headers do not apply and are noted.
 fn stdio(
     r: &mut Resolver<'_>,
     command: &str,
     fields: &Fields,
-) -> Result<ImportedTransport, String> {
+) -> Result<(ImportedTransport, Option<String>), String> {
     let cwd = match &fields.cwd {
         None => None,
         Some(raw) => match r.path("cwd", raw) {
@@ -328,12 +335,12 @@ fn stdio(
         r.notes
             .push("headers only apply to remote servers and were not imported".into());
     }
-    Ok(ImportedTransport::Stdio {
+    let transport = ImportedTransport::Stdio {
         command,
         args,
-        cwd,
         env: imported,
-    })
+    };
+    Ok((transport, cwd))
 }
 
 /// A remote server: the url kept as a template with typed credentials scrubbed, the
@@ -395,6 +402,7 @@ fn http(
     let transport = ImportedTransport::Http {
         url,
         headers: imported,
+        auth: crate::config::Auth::None,
     };
     Ok((transport, credentials_withheld))
 }

@@ -15,6 +15,8 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
+use crate::secrets::KnownSecrets;
+
 pub use lookup::{fallback_dirs, resolve_command};
 
 /// Variables of the host environment a server inherits; nothing else leaks.
@@ -68,7 +70,7 @@ pub struct LaunchSpec {
     /// Working directory.
     pub cwd: Option<PathBuf>,
     /// Values to scrub from captured stderr.
-    pub secrets: Vec<(String, String)>,
+    pub secrets: KnownSecrets,
 }
 
 /// The minimal environment for a child: [`INHERITED_ENV`] from `host_env`, then `extra`.
@@ -157,7 +159,7 @@ impl ServerProcess {
             tokio::spawn(async move {
                 let mut lines = BufReader::new(stderr).lines();
                 while let Ok(Some(line)) = lines.next_line().await {
-                    let line = scrub(&line, &secrets);
+                    let line = secrets.scrub(&line);
                     tracing::debug!(server = %command, "stderr: {line}");
                     let mut tail = tail.lock().expect("stderr buffer poisoned");
                     tail.extend(line.as_bytes());
@@ -214,15 +216,4 @@ impl Drop for ServerProcess {
             let _ = killpg(self.pgid, Signal::SIGKILL);
         }
     }
-}
-
-/// Replaces every known secret value in `text` with `[REDACTED:NAME]`.
-pub fn scrub(text: &str, secrets: &[(String, String)]) -> String {
-    let mut out = text.to_string();
-    for (name, value) in secrets {
-        if value.len() >= 4 && out.contains(value.as_str()) {
-            out = out.replace(value.as_str(), &format!("[REDACTED:secret:{name}]"));
-        }
-    }
-    out
 }

@@ -122,11 +122,11 @@ fn describe(error: &(dyn std::error::Error + 'static)) -> String {
 
 /// `text` without the authorization code and state, should a server echo them.
 fn scrub(text: &str, code: Option<&str>, state: &str) -> String {
-    let mut known = vec![("state".to_string(), state.to_string())];
+    let mut known = crate::secrets::KnownSecrets::new().with("state", state);
     if let Some(code) = code {
-        known.push(("authorization code".to_string(), code.to_string()));
+        known = known.with("authorization code", code);
     }
-    crate::launch::scrub(text, &known)
+    known.scrub_owned(text)
 }
 
 /// At most `max` characters of `text`, with `…` when cut.

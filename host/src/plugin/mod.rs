@@ -15,6 +15,7 @@ mod error;
 mod instance;
 mod pipeline;
 mod runtime;
+mod state;
 
 pub use bindings::{
     ContentBlock, NamedTool, PluginInfo, RedactionMark, Secret, ServiceInfo, Stage, Tool,

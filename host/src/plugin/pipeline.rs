@@ -8,6 +8,7 @@ use super::{
     NamedTool, PluginError, RedactionMark, Secret, ServiceInfo, StageInstance, Tool, ToolResult,
 };
 use crate::config::{AdapterConfig, Adapters};
+use crate::secrets::KnownSecrets;
 
 /// A converted, redacted result and the marks of what was redacted.
 #[derive(Debug, Clone)]
@@ -89,14 +90,15 @@ impl ServicePipeline {
         secrets: Vec<Secret>,
     ) -> Result<Processed, PluginError> {
         let is_error = result.is_error;
-        let scrub = secrets
+        let scrub: KnownSecrets = secrets
             .iter()
             .map(|s| (s.name.clone(), s.value.clone()))
             .collect();
-        let mut converted = convert_scrubbed(&self.content, result, scrub).await?;
+        let mut converted = convert_scrubbed(&self.content, result, scrub.clone()).await?;
         let mut marks = Vec::new();
         for stage in &self.redaction {
-            let redacted = redact(stage, converted, secrets.clone()).await?;
+            let redacted =
+                redact_scrubbed(stage, converted, secrets.clone(), scrub.clone()).await?;
             converted = redacted.result;
             marks.extend(redacted.marks);
         }
@@ -104,6 +106,45 @@ impl ServicePipeline {
         Ok(Processed {
             result: converted,
             marks,
+        })
+    }
+}
+
+impl ServicePipeline {
+    /// Runs only the redaction chain on a JSON document that came from the service's
+    /// server but is not a tool result (tool metadata, resource contents, prompt
+    /// messages, log data): the document travels as the result's `structuredContent`, so
+    /// every string in it is redacted with the service's secrets and configured
+    /// patterns.
+    pub async fn redact_json(
+        &self,
+        value: serde_json::Value,
+        secrets: Vec<Secret>,
+    ) -> Result<serde_json::Value, PluginError> {
+        let mut result = ToolResult {
+            content: Vec::new(),
+            structured_content: Some(value.to_string()),
+            is_error: false,
+            meta: None,
+        };
+        let scrub: KnownSecrets = secrets
+            .iter()
+            .map(|s| (s.name.clone(), s.value.clone()))
+            .collect();
+        for stage in &self.redaction {
+            result = redact_scrubbed(stage, result, secrets.clone(), scrub.clone())
+                .await?
+                .result;
+        }
+        let text = result.structured_content.unwrap_or_default();
+        serde_json::from_str(&text).map_err(|e| {
+            let stage = self
+                .redaction
+                .last()
+                .expect("a redaction chain is never empty");
+            stage.contract_error(format!(
+                "returned structuredContent that is no longer JSON: {e}"
+            ))
         })
     }
 }
@@ -116,7 +157,7 @@ pub async fn namespace(
 ) -> Result<String, PluginError> {
     let stage = stage.clone();
     blocking(move || {
-        let ns = stage.call(0, &[], |store, instance, plugin| {
+        let ns = stage.call(0, &KnownSecrets::new(), |store, instance, plugin| {
             let api = plugin
                 .naming_api
                 .as_ref()
@@ -152,14 +193,18 @@ pub async fn qualify(
                     + t.input_schema.as_ref().map_or(0, String::len)
             })
             .sum();
-        let named = stage.call(tools_bytes, &[], |store, instance, plugin| {
-            let api = plugin
-                .naming_api
-                .as_ref()
-                .expect("checked at bind")
-                .load(&mut *store, instance)?;
-            api.call_qualify(&mut *store, &service, &namespace, &tools)
-        })?;
+        let named = stage.call(
+            tools_bytes,
+            &KnownSecrets::new(),
+            |store, instance, plugin| {
+                let api = plugin
+                    .naming_api
+                    .as_ref()
+                    .expect("checked at bind")
+                    .load(&mut *store, instance)?;
+                api.call_qualify(&mut *store, &service, &namespace, &tools)
+            },
+        )?;
         if named.len() != raw.len() {
             return Err(stage.contract_error(format!(
                 "returned {} tools for {} listed",
@@ -197,7 +242,7 @@ pub async fn convert(
     stage: &Arc<StageInstance>,
     result: ToolResult,
 ) -> Result<ToolResult, PluginError> {
-    convert_scrubbed(stage, result, Vec::new()).await
+    convert_scrubbed(stage, result, KnownSecrets::new()).await
 }
 
 /// Like [`convert`], scrubbing `scrub` (the service's known secrets) from what the
@@ -205,7 +250,7 @@ pub async fn convert(
 pub async fn convert_scrubbed(
     stage: &Arc<StageInstance>,
     result: ToolResult,
-    scrub: Vec<(String, String)>,
+    scrub: KnownSecrets,
 ) -> Result<ToolResult, PluginError> {
     let stage = stage.clone();
     blocking(move || {
@@ -231,13 +276,23 @@ pub async fn redact(
     result: ToolResult,
     secrets: Vec<Secret>,
 ) -> Result<Processed, PluginError> {
+    let scrub = secrets
+        .iter()
+        .map(|s| (s.name.clone(), s.value.clone()))
+        .collect();
+    redact_scrubbed(stage, result, secrets, scrub).await
+}
+
+/// Like [`redact`], with the secrets to scrub from what the plugin logs already built.
+async fn redact_scrubbed(
+    stage: &Arc<StageInstance>,
+    result: ToolResult,
+    secrets: Vec<Secret>,
+    scrub: KnownSecrets,
+) -> Result<Processed, PluginError> {
     let stage = stage.clone();
     blocking(move || {
         let is_error = result.is_error;
-        let scrub: Vec<(String, String)> = secrets
-            .iter()
-            .map(|s| (s.name.clone(), s.value.clone()))
-            .collect();
         let mut redacted =
             stage.call(approx_size(&result), &scrub, |store, instance, plugin| {
                 let api = plugin

@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use cap_std::fs::Dir;
 use sha2::{Digest, Sha256};
@@ -13,15 +12,13 @@ use wasmtime::component::{Component, InstancePre, Linker};
 use wasmtime::{Engine, Store};
 
 use super::bindings::{Adapter, exports::airlock::adapter as guest};
-use super::instance::{PluginState, StageInstance, new_store};
+use super::state::{EPOCH_TICK, PluginState, classify, new_store};
 use super::{PluginError, PluginInfo, Stage, builtin_bytes};
 use crate::config::{PluginRef, SandboxLimits};
 
 /// The contract versions this host loads: `airlock:adapter@0.1.x`.
 pub const SUPPORTED_CONTRACT: &str = "0.1.x";
 const CONTRACT_PACKAGE: &str = "airlock:adapter/";
-/// How often the epoch ticks; deadlines are counted in ticks.
-pub(super) const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// WASI 0.2 packages a plugin may import (all linked with nothing granted).
 const WASI_PACKAGES: &[&str] = &[
     "wasi:cli/",
@@ -213,40 +210,6 @@ impl PluginRuntime {
         Ok(loaded)
     }
 
-    /// Binds a loaded plugin to one stage of one service with its configuration. The
-    /// first instance is created (and `init` called) at once, so a rejected
-    /// configuration is reported now rather than at the first call.
-    pub fn bind(
-        self: &Arc<Self>,
-        plugin: Arc<LoadedPlugin>,
-        stage: Stage,
-        service: &str,
-        config: &serde_json::Value,
-    ) -> Result<Arc<StageInstance>, PluginError> {
-        if !plugin.provides(stage) {
-            return Err(PluginError::MissingStage {
-                plugin: plugin.reference.clone(),
-                stage,
-                provides: plugin
-                    .info
-                    .stages
-                    .iter()
-                    .map(|s| s.name())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            });
-        }
-        let instance = Arc::new(StageInstance::new(
-            self.clone(),
-            plugin,
-            stage,
-            service.to_string(),
-            config.to_string(),
-        ));
-        instance.warm_up()?;
-        Ok(instance)
-    }
-
     fn cache_key(&self, bytes: &[u8]) -> String {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         self.engine
@@ -354,7 +317,7 @@ impl PluginRuntime {
         api: &guest::plugin::GuestIndices,
     ) -> Result<PluginInfo, PluginError> {
         // No stage runs yet: a trap here is reported as a load-time failure.
-        let trap = |e: wasmtime::Error, store: &Store<PluginState>| match super::instance::classify(
+        let trap = |e: wasmtime::Error, store: &Store<PluginState>| match classify(
             reference,
             Stage::Naming,
             e,
@@ -372,7 +335,7 @@ impl PluginRuntime {
             },
             other => other,
         };
-        let mut store = new_store(self, reference, Stage::Naming);
+        let mut store = new_store(&self.engine, self.limits, reference, Stage::Naming);
         let instance = pre.instantiate(&mut store).map_err(|e| trap(e, &store))?;
         let plugin = api
             .load(&mut store, &instance)

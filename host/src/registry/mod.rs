@@ -10,11 +10,13 @@ mod catalogs;
 mod imports;
 mod results;
 mod services;
+mod tokens;
 
 pub use catalogs::StoredCatalog;
 pub use imports::ImportPreview;
 pub use results::ResultEntry;
 pub use services::{Scope, ServiceKey, ServiceRecord, StoredTransport, StoredValue};
+pub use tokens::TokenRecord;
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -91,6 +93,13 @@ const MIGRATIONS: &[&str] = &[
         created_at INTEGER NOT NULL DEFAULT (unixepoch()),
         request    TEXT NOT NULL,
         entries    TEXT NOT NULL
+    );",
+    "CREATE TABLE gateway_tokens (
+        id          TEXT PRIMARY KEY NOT NULL,
+        agent       TEXT NOT NULL,
+        fingerprint TEXT NOT NULL UNIQUE,
+        secret_ref  TEXT NOT NULL,
+        created_at  INTEGER NOT NULL DEFAULT (unixepoch())
     );",
 ];
 

@@ -2,7 +2,6 @@
 //! scope and key, and how each row is stored and decoded (secret values are only
 //! referenced).
 
-
 use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

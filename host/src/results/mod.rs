@@ -4,7 +4,11 @@
 //! the rest. Files are reached only through a `cap_std` directory handle, and an
 //! `output_id` must be one Airlock made, so no caller-supplied text names a path.
 
+mod export;
+
 use std::io::Write;
+
+pub use export::{Export, ExportError, ExportedPart, MAX_EXPORT_PARTS};
 
 use cap_std::fs::Dir;
 use serde::{Deserialize, Serialize};
@@ -106,10 +110,7 @@ pub enum ReadError {
     },
 }
 
-/// `sha256:<hex>` of `bytes`.
-pub fn digest(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
-}
+pub use crate::digest::sha256 as digest;
 
 /// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
 pub fn cut_at_char_boundary(text: &str, max: usize) -> &str {
@@ -271,15 +272,8 @@ impl ResultStore {
         self.read(service, output_id, offset, page_size)
     }
 
-    /// Reads the page of at most `page_size` bytes starting at byte `offset`, ending on a
-    /// character boundary.
-    pub fn read(
-        &self,
-        service: &str,
-        output_id: &str,
-        offset: usize,
-        page_size: usize,
-    ) -> Result<Page, ReadError> {
+    /// The whole retained text of an output.
+    pub(crate) fn full_text(&self, service: &str, output_id: &str) -> Result<String, ReadError> {
         let not_found = || ReadError::NotFound {
             service: service.into(),
             output_id: output_id.into(),
@@ -294,10 +288,22 @@ impl ResultStore {
         let bytes = dir
             .read(format!("{output_id}.txt"))
             .map_err(|_| not_found())?;
-        let text = String::from_utf8(bytes).map_err(|e| ReadError::Io {
+        String::from_utf8(bytes).map_err(|e| ReadError::Io {
             output_id: output_id.into(),
             message: e.to_string(),
-        })?;
+        })
+    }
+
+    /// Reads the page of at most `page_size` bytes starting at byte `offset`, ending on a
+    /// character boundary.
+    pub fn read(
+        &self,
+        service: &str,
+        output_id: &str,
+        offset: usize,
+        page_size: usize,
+    ) -> Result<Page, ReadError> {
+        let text = self.full_text(service, output_id)?;
         if offset > text.len() || !text.is_char_boundary(offset) {
             return Err(ReadError::BadOffset {
                 output_id: output_id.into(),

@@ -1,12 +1,16 @@
-//! Known secrets: the values Airlock must never let out. For now these are the values of
-//! a service's env vars and headers that are marked secret (`secret_env`) or whose names
-//! look like credentials — and the store where secret values live ([`SecretStore`]).
+//! Secrets: what counts as a credential (by name, in a URL), the values a service must
+//! never let out ([`KnownSecrets`], with the host's scrubbers), and the store where
+//! secret values live ([`SecretStore`]).
+//!
+//! A leaf of the layering: it imports nothing of Airlock's but [`crate::digest`].
 
+mod known;
+mod log;
 mod store;
 
+pub use known::{KnownSecret, KnownSecrets, MIN_SCRUBBED_LEN};
+pub use log::{ScrubbingWriter, register_log_secrets, scrub_log};
 pub use store::{BackendKind, ExclusiveGuard, SecretError, SecretStore, new_reference};
-
-use crate::config::{ServerConfig, TransportConfig};
 
 /// Name fragments that mark a variable or header as a credential (case-insensitive).
 pub const CREDENTIAL_MARKERS: &[&str] = &[
@@ -21,6 +25,9 @@ pub const CREDENTIAL_MARKERS: &[&str] = &[
     "AUTH",
 ];
 
+/// What is shown in place of a secret value.
+pub const MASK: &str = "••••••";
+
 /// Longest secret value accepted, in bytes.
 pub const MAX_SECRET_BYTES: usize = 2560;
 
@@ -30,61 +37,41 @@ pub fn looks_like_credential(name: &str) -> bool {
     CREDENTIAL_MARKERS.iter().any(|m| upper.contains(m))
 }
 
-/// Checks a secret value: non-empty, no NUL, at most [`MAX_SECRET_BYTES`]. Whitespace is
-/// kept as given.
-pub fn validate_secret(name: &str, value: &str) -> Result<(), String> {
-    if value.is_empty() {
-        return Err(format!("secret \"{name}\" is empty"));
-    }
-    if value.contains('\0') {
-        return Err(format!("secret \"{name}\" contains a NUL character"));
-    }
-    if value.len() > MAX_SECRET_BYTES {
-        return Err(format!(
-            "secret \"{name}\" is {} bytes; the limit is {MAX_SECRET_BYTES}",
-            value.len()
-        ));
-    }
-    Ok(())
+/// A secret value that cannot be stored. The message names the secret, never the value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidSecret {
+    /// The value is empty.
+    #[error("secret \"{0}\" is empty")]
+    Empty(String),
+    /// The value holds a NUL character.
+    #[error("secret \"{0}\" contains a NUL character")]
+    Nul(String),
+    /// The value is longer than [`MAX_SECRET_BYTES`].
+    #[error("secret \"{name}\" is {len} bytes; the limit is {MAX_SECRET_BYTES}")]
+    TooLong {
+        /// The secret's name.
+        name: String,
+        /// Its length in bytes.
+        len: usize,
+    },
 }
 
-/// The known secrets of one service as `(name, value)`: env vars and headers marked in
-/// `secret_env` or named like credentials, credentials in the URL, and credential-named
-/// variables expanded anywhere in the definition. For a header like `Authorization: Bearer X`
-/// both the whole value and the token after the scheme are known.
-pub fn known_secrets(server: &ServerConfig) -> Vec<(String, String)> {
-    let mut found = Vec::new();
-    let is_secret = |name: &str| server.secret_env.contains(name) || looks_like_credential(name);
-    match &server.transport {
-        TransportConfig::Stdio { env, .. } => {
-            for (k, v) in env {
-                if is_secret(k) && !v.is_empty() {
-                    found.push((k.clone(), v.clone()));
-                }
-            }
-        }
-        TransportConfig::Http { headers, url, .. } => {
-            found.extend(url_credentials(url));
-            for (k, v) in headers {
-                if is_secret(k) && !v.is_empty() {
-                    found.push((k.clone(), v.clone()));
-                    if let Some((_, token)) = v.split_once(' ')
-                        && !token.trim().is_empty()
-                    {
-                        found.push((k.clone(), token.trim().to_string()));
-                    }
-                }
-            }
-        }
+/// Checks a secret value: non-empty, no NUL, at most [`MAX_SECRET_BYTES`]. Whitespace is
+/// kept as given.
+pub fn validate_secret(name: &str, value: &str) -> Result<(), InvalidSecret> {
+    if value.is_empty() {
+        return Err(InvalidSecret::Empty(name.to_string()));
     }
-    // Credential-named variables expanded elsewhere (args, url), unless the same value
-    // is already known under its env or header name.
-    for (name, value) in &server.referenced_secrets {
-        if !found.iter().any(|(_, v)| v == value) {
-            found.push((name.clone(), value.clone()));
-        }
+    if value.contains('\0') {
+        return Err(InvalidSecret::Nul(name.to_string()));
     }
-    found
+    if value.len() > MAX_SECRET_BYTES {
+        return Err(InvalidSecret::TooLong {
+            name: name.to_string(),
+            len: value.len(),
+        });
+    }
+    Ok(())
 }
 
 /// Credentials written into a URL: the password of `user:password@`, and the values of

@@ -98,7 +98,13 @@ impl SecretStore {
             Some("keyring") => BackendKind::Keyring,
             Some("file") => BackendKind::File,
             Some(other) => return Err(SecretError::UnknownBackend(other.to_string())),
-            None if cfg!(any(target_os = "macos", target_os = "windows")) => BackendKind::Keyring,
+            None if cfg!(all(
+                feature = "keyring",
+                any(target_os = "macos", target_os = "windows")
+            )) =>
+            {
+                BackendKind::Keyring
+            }
             None => BackendKind::File,
         };
         let store = match kind {
@@ -180,7 +186,7 @@ impl SecretStore {
     /// The OS credential store, with entries scoped to `data_dir` (so two data
     /// directories never share secrets).
     pub fn open_keyring(data_dir: &Path) -> SecretStore {
-        let scope = crate::results::digest(data_dir.to_string_lossy().as_bytes());
+        let scope = crate::digest::sha256(data_dir.to_string_lossy().as_bytes());
         SecretStore {
             backend: Arc::new(Backend::Keyring {
                 service: format!("airlock:{}", &scope[7..19]),
@@ -215,11 +221,9 @@ impl SecretStore {
     /// The value stored under `key`, if any.
     pub fn get(&self, key: &str) -> Result<Option<String>, SecretError> {
         match &*self.backend {
-            Backend::Keyring { service } => match entry(service, key)?.get_password() {
-                Ok(v) => Ok(Some(v)),
-                Err(keyring::Error::NoEntry) => Ok(None),
-                Err(e) => Err(keyring_err(key, e)),
-            },
+            Backend::Keyring { service } => {
+                os_store::get(service, key).map_err(|m| keyring_err(key, m))
+            }
             Backend::File { path, lock } => {
                 let _guard = lock.lock().expect("secret store lock poisoned");
                 Ok(read_file(path)?.remove(key))
@@ -231,9 +235,9 @@ impl SecretStore {
     /// a user typed with [`super::validate_secret`]; tokens may be longer.)
     pub fn put(&self, key: &str, value: &str) -> Result<(), SecretError> {
         match &*self.backend {
-            Backend::Keyring { service } => entry(service, key)?
-                .set_password(value)
-                .map_err(|e| keyring_err(key, e)),
+            Backend::Keyring { service } => {
+                os_store::set(service, key, value).map_err(|m| keyring_err(key, m))
+            }
             Backend::File { path, lock } => {
                 let _guard = lock.lock().expect("secret store lock poisoned");
                 let _file = self.exclusive("secrets-file")?;
@@ -247,11 +251,9 @@ impl SecretStore {
     /// Deletes `key`. Returns whether it existed.
     pub fn delete(&self, key: &str) -> Result<bool, SecretError> {
         match &*self.backend {
-            Backend::Keyring { service } => match entry(service, key)?.delete_credential() {
-                Ok(()) => Ok(true),
-                Err(keyring::Error::NoEntry) => Ok(false),
-                Err(e) => Err(keyring_err(key, e)),
-            },
+            Backend::Keyring { service } => {
+                os_store::delete(service, key).map_err(|m| keyring_err(key, m))
+            }
             Backend::File { path, lock } => {
                 let _guard = lock.lock().expect("secret store lock poisoned");
                 let _file = self.exclusive("secrets-file")?;
@@ -282,14 +284,58 @@ fn ensure_private_dir(dir: &Path) -> Result<(), SecretError> {
     Ok(())
 }
 
-fn entry(service: &str, key: &str) -> Result<keyring::Entry, SecretError> {
-    keyring::Entry::new(service, key).map_err(|e| keyring_err(key, e))
-}
-
-fn keyring_err(key: &str, e: keyring::Error) -> SecretError {
+fn keyring_err(key: &str, message: String) -> SecretError {
     SecretError::Keyring {
         key: key.to_string(),
-        message: e.to_string(),
+        message,
+    }
+}
+
+/// The OS credential store through the `keyring` crate (feature `keyring`).
+#[cfg(feature = "keyring")]
+mod os_store {
+    fn entry(service: &str, key: &str) -> Result<keyring::Entry, String> {
+        keyring::Entry::new(service, key).map_err(|e| e.to_string())
+    }
+
+    pub fn get(service: &str, key: &str) -> Result<Option<String>, String> {
+        match entry(service, key)?.get_password() {
+            Ok(v) => Ok(Some(v)),
+            Err(keyring::Error::NoEntry) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    pub fn set(service: &str, key: &str, value: &str) -> Result<(), String> {
+        entry(service, key)?
+            .set_password(value)
+            .map_err(|e| e.to_string())
+    }
+
+    pub fn delete(service: &str, key: &str) -> Result<bool, String> {
+        match entry(service, key)?.delete_credential() {
+            Ok(()) => Ok(true),
+            Err(keyring::Error::NoEntry) => Ok(false),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+/// Built without the `keyring` feature: there is no OS credential store.
+#[cfg(not(feature = "keyring"))]
+mod os_store {
+    const MISSING: &str = "this build of Airlock has no OS credential store (feature `keyring`)";
+
+    pub fn get(_service: &str, _key: &str) -> Result<Option<String>, String> {
+        Err(MISSING.into())
+    }
+
+    pub fn set(_service: &str, _key: &str, _value: &str) -> Result<(), String> {
+        Err(MISSING.into())
+    }
+
+    pub fn delete(_service: &str, _key: &str) -> Result<bool, String> {
+        Err(MISSING.into())
     }
 }
 

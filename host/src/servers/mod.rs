@@ -6,28 +6,19 @@
 //! secret value — before anything is written, so a bad change leaves the registry and the
 //! store as they were.
 
+mod draft;
+mod resolve;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use serde_json::{Map, Value, json};
-
-use crate::config::{
-    Config, ConfigError, ConfigSources, ExtraServers, ServerConfig, TransportConfig,
+pub use draft::{
+    Draft, DraftTransport, Edit, GivenValue, Listing, parse_env_arg, parse_header_arg,
 };
-use crate::registry::{
-    Registry, RegistryError, Scope, ServiceKey, ServiceRecord, StoredTransport, StoredValue,
-};
-use crate::secrets::{SecretError, SecretStore, looks_like_credential, validate_secret};
 
-/// The pseudo-path naming the registry as a server's source, per scope.
-pub fn registry_source(scope: Scope) -> PathBuf {
-    PathBuf::from(format!("registry:{scope}"))
-}
-
-/// Whether `source` is the registry (rather than a config file).
-pub fn is_registry_source(source: &Path) -> bool {
-    source.to_str().is_some_and(|s| s.starts_with("registry:"))
-}
+use crate::config::{Config, ConfigError, ConfigSources, ExtraServers, Scope, Transport};
+use crate::registry::{Registry, RegistryError, ServiceKey, ServiceRecord, StoredValue};
+use crate::secrets::{InvalidSecret, SecretError, SecretStore, validate_secret};
 
 /// A failure of an `airlock servers` operation. Nothing was changed when one is returned.
 #[derive(Debug, thiserror::Error)]
@@ -41,12 +32,15 @@ pub enum ServersError {
     /// The definition would not load.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// A secret value cannot be stored.
+    #[error(transparent)]
+    Secret(#[from] InvalidSecret),
     /// The request itself is wrong (the message names the item).
     #[error("{0}")]
     Invalid(String),
 }
 
-fn invalid(message: impl Into<String>) -> ServersError {
+pub(crate) fn invalid(message: impl Into<String>) -> ServersError {
     ServersError::Invalid(message.into())
 }
 
@@ -64,116 +58,6 @@ pub fn validate_name(name: &str) -> Result<(), ServersError> {
             "invalid server name {name:?}: use 1 to 64 letters, digits, '_' or '-'"
         )))
     }
-}
-
-/// A value given for an env var or header, and whether it is secret.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GivenValue {
-    /// The value (empty in an edit of a secret means "keep the stored one").
-    pub value: String,
-    /// Whether it goes to the secret store.
-    pub secret: bool,
-}
-
-/// How a new service is reached.
-#[derive(Debug, Clone)]
-pub enum DraftTransport {
-    /// A local process.
-    Stdio {
-        /// The program.
-        command: String,
-        /// Its arguments, verbatim.
-        args: Vec<String>,
-        /// Environment variables.
-        env: BTreeMap<String, GivenValue>,
-    },
-    /// A remote server.
-    Http {
-        /// The endpoint.
-        url: String,
-        /// Headers.
-        headers: BTreeMap<String, GivenValue>,
-        /// `Some("oauth")` for OAuth servers.
-        auth: Option<String>,
-    },
-}
-
-/// A service to add.
-#[derive(Debug, Clone)]
-pub struct Draft {
-    /// The name.
-    pub name: String,
-    /// The scope.
-    pub scope: Scope,
-    /// A label.
-    pub label: Option<String>,
-    /// A description.
-    pub description: Option<String>,
-    /// How to reach it.
-    pub transport: DraftTransport,
-    /// Working directory (must be absolute).
-    pub cwd: Option<String>,
-    /// Whether it starts enabled.
-    pub enabled: bool,
-    /// Startup timeout, seconds.
-    pub startup_timeout_secs: Option<f64>,
-    /// Tool timeout, seconds.
-    pub tool_timeout_secs: Option<f64>,
-    /// Why it needs repair (imports).
-    pub repair: Vec<String>,
-    /// Where it came from.
-    pub origin: String,
-}
-
-/// Changes to an existing service; `None` leaves a field as it is.
-#[derive(Debug, Clone, Default)]
-pub struct Edit {
-    /// New label (empty string clears it).
-    pub label: Option<String>,
-    /// New description (empty string clears it).
-    pub description: Option<String>,
-    /// New command and args (stdio).
-    pub command: Option<Vec<String>>,
-    /// New URL (http).
-    pub url: Option<String>,
-    /// New auth (http): `Some(Some("oauth"))` turns OAuth on, `Some(None)` off.
-    pub auth: Option<Option<String>>,
-    /// New working directory (empty string clears it).
-    pub cwd: Option<String>,
-    /// Env vars to set. A blank value for a secret keeps the stored secret.
-    pub env: BTreeMap<String, GivenValue>,
-    /// Headers to set. A blank value for a secret keeps the stored secret.
-    pub headers: BTreeMap<String, GivenValue>,
-    /// Env vars or headers to remove.
-    pub unset: Vec<String>,
-    /// New tool timeout.
-    pub tool_timeout_secs: Option<f64>,
-    /// New startup timeout.
-    pub startup_timeout_secs: Option<f64>,
-    /// Clears the repair reasons (the operator says it is fixed).
-    pub clear_repair: bool,
-}
-
-/// One line of `airlock servers list`.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Listing {
-    /// The name.
-    pub name: String,
-    /// Where the effective definition comes from: a file, `registry:user` or
-    /// `registry:project`.
-    pub source: String,
-    /// `stdio` or `http`.
-    pub transport: &'static str,
-    /// Whether it is enabled.
-    pub enabled: bool,
-    /// `tested`, `stale` or `untested`.
-    pub catalog: &'static str,
-    /// Tools in the tested catalog (when tested).
-    pub tools: Option<usize>,
-    /// Why it needs repair.
-    pub repair: Vec<String>,
-    /// Other definitions of the same name that this one overrides.
-    pub overrides: Vec<String>,
 }
 
 /// The registry-backed service manager for one project folder.
@@ -206,7 +90,7 @@ impl Servers {
         &self.store
     }
 
-    fn key(&self, scope: Scope, name: &str) -> ServiceKey {
+    pub(super) fn key(&self, scope: Scope, name: &str) -> ServiceKey {
         ServiceKey {
             scope,
             project: match scope {
@@ -234,132 +118,6 @@ impl Servers {
         Ok(Config::load_with(sources, extra, env)?)
     }
 
-    /// A record as Airlock runs it. A `${VAR}` that no longer resolves (the variable was
-    /// set when the server was added or imported) does not stop everything else: that
-    /// server alone is marked for repair, naming the variable.
-    fn loadable(
-        &self,
-        record: &ServiceRecord,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<ServerConfig, ServersError> {
-        match self.to_config(record, &BTreeMap::new(), env) {
-            Ok(server) => Ok(server),
-            Err(ServersError::Config(first)) => {
-                let lenient = |name: &str| env(name).or(Some(String::new()));
-                let mut server = self
-                    .to_config(record, &BTreeMap::new(), &lenient)
-                    .map_err(|_| ServersError::Config(first.clone()))?;
-                server.repair.push(first.to_string());
-                Ok(server)
-            }
-            Err(other) => Err(other),
-        }
-    }
-
-    /// The launch digest of a record as it loads now (`None` when it does not load).
-    fn digest_of(
-        &self,
-        record: &ServiceRecord,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Option<String> {
-        self.loadable(record, env).ok().map(|s| s.launch_digest())
-    }
-
-    /// Turns a record into the server definition Airlock runs, validating it like a
-    /// config entry. Secret values come from `pending` (values about to be stored) or the
-    /// store; a missing one becomes a repair reason.
-    fn to_config(
-        &self,
-        record: &ServiceRecord,
-        pending: &BTreeMap<String, String>,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<ServerConfig, ServersError> {
-        let name = &record.key.name;
-        let mut entry = Map::new();
-        let mut secret_names = Vec::new();
-        let mut secret_refs: Vec<(String, String)> = Vec::new();
-        let mut plain = |map: &BTreeMap<String, StoredValue>| -> Value {
-            let mut out = Map::new();
-            for (k, v) in map {
-                match v {
-                    StoredValue::Plain(p) => {
-                        out.insert(k.clone(), json!(p));
-                    }
-                    StoredValue::Secret(r) => {
-                        out.insert(k.clone(), json!(""));
-                        secret_names.push(k.clone());
-                        secret_refs.push((k.clone(), r.clone()));
-                    }
-                }
-            }
-            Value::Object(out)
-        };
-        match &record.transport {
-            StoredTransport::Stdio { command, args, env } => {
-                entry.insert("type".into(), json!("stdio"));
-                entry.insert("command".into(), json!(command));
-                entry.insert("args".into(), json!(args));
-                entry.insert("env".into(), plain(env));
-            }
-            StoredTransport::Http { url, headers, auth } => {
-                entry.insert("type".into(), json!("http"));
-                entry.insert("url".into(), json!(url));
-                entry.insert("headers".into(), plain(headers));
-                if let Some(auth) = auth {
-                    entry.insert("auth".into(), json!(auth));
-                }
-            }
-        }
-        let mut optional = |key: &str, value: Option<Value>| {
-            if let Some(v) = value {
-                entry.insert(key.into(), v);
-            }
-        };
-        optional("cwd", record.cwd.as_ref().map(|c| json!(c)));
-        optional("label", record.label.as_ref().map(|c| json!(c)));
-        optional("description", record.description.as_ref().map(|c| json!(c)));
-        optional(
-            "startup_timeout_secs",
-            record.startup_timeout_secs.map(|c| json!(c)),
-        );
-        optional(
-            "tool_timeout_secs",
-            record.tool_timeout_secs.map(|c| json!(c)),
-        );
-        optional("adapters", record.adapters.clone());
-        optional("adapter_config", record.adapter_config.clone());
-        entry.insert("enabled".into(), json!(record.enabled));
-        entry.insert("secret_env".into(), json!(secret_names));
-        let mut server = Config::parse_entry(
-            name,
-            &registry_source(record.key.scope),
-            &Value::Object(entry),
-            env,
-        )?;
-        server.repair = record.repair.clone();
-        for (var, reference) in secret_refs {
-            let value = match pending.get(&reference) {
-                Some(v) => Some(v.clone()),
-                None => self.store.get(&reference)?,
-            };
-            let Some(value) = value else {
-                server.repair.push(format!(
-                    "the secret value of \"{var}\" is missing from the secret store; set it again with `airlock servers edit {name} --env {var}=VALUE` (or --header)"
-                ));
-                continue;
-            };
-            match &mut server.transport {
-                TransportConfig::Stdio { env, .. } => {
-                    env.insert(var, value);
-                }
-                TransportConfig::Http { headers, .. } => {
-                    headers.insert(var, value);
-                }
-            }
-        }
-        Ok(server)
-    }
-
     /// Adds a service. Refuses a name already used in the same scope; validates the
     /// definition and every secret before writing anything.
     pub fn add(
@@ -377,36 +135,27 @@ impl Servers {
             .into());
         }
         let mut pending = BTreeMap::new();
-        let mut store_values = |kind: &str, map: BTreeMap<String, GivenValue>| {
-            let mut out = BTreeMap::new();
-            for (k, given) in map {
-                if given.secret {
-                    validate_secret(
-                        &format!("{kind} {k} of server \"{}\"", draft.name),
-                        &given.value,
-                    )
-                    .map_err(invalid)?;
-                    let reference = crate::secrets::new_reference();
-                    pending.insert(reference.clone(), given.value);
-                    out.insert(k, StoredValue::Secret(reference));
-                } else {
-                    out.insert(k, StoredValue::Plain(given.value));
-                }
+        let mut store_values = |kind: &str, k: &str, given: GivenValue| {
+            if given.secret {
+                validate_secret(
+                    &format!("{kind} {k} of server \"{}\"", draft.name),
+                    &given.value,
+                )?;
+                let reference = crate::secrets::new_reference();
+                pending.insert(reference.clone(), given.value);
+                Ok::<_, ServersError>(StoredValue::Secret(reference))
+            } else {
+                Ok(StoredValue::Plain(given.value))
             }
-            Ok::<_, ServersError>(out)
         };
-        let transport = match draft.transport {
-            DraftTransport::Stdio { command, args, env } => StoredTransport::Stdio {
-                command,
-                args,
-                env: store_values("env", env)?,
-            },
-            DraftTransport::Http { url, headers, auth } => StoredTransport::Http {
-                url,
-                headers: store_values("header", headers)?,
-                auth,
-            },
+        let kind = if draft.transport.is_stdio() {
+            "env"
+        } else {
+            "header"
         };
+        let transport = draft
+            .transport
+            .try_map_values(|k, given| store_values(kind, k, given))?;
         let record = ServiceRecord {
             key,
             label: draft.label.filter(|l| !l.is_empty()),
@@ -479,8 +228,7 @@ impl Servers {
                     .and_then(|c| c.servers.get(name).map(|s| s.source.clone()));
                 Err(invalid(match (in_file, scope) {
                     (Some(file), _) => format!(
-                        "server \"{name}\" is defined in \"{}\", not by `airlock servers`; change it in that file",
-                        file.display()
+                        "server \"{name}\" is defined in \"{file}\", not by `airlock servers`; change it in that file"
                     ),
                     (None, Some(s)) => format!("no server named \"{name}\" in the {s} scope"),
                     (None, None) => format!("no server named \"{name}\""),
@@ -579,7 +327,7 @@ impl Servers {
             next.repair.clear();
         }
         let (map, given, kind) = match &mut next.transport {
-            StoredTransport::Stdio { command, args, env } => {
+            Transport::Stdio { command, args, env } => {
                 if edit.url.is_some() || edit.auth.is_some() {
                     return Err(invalid(format!(
                         "server \"{name}\" is a stdio server; --url and --auth apply to http servers"
@@ -599,7 +347,7 @@ impl Servers {
                 }
                 (env, edit.env, "env")
             }
-            StoredTransport::Http { url, headers, auth } => {
+            Transport::Http { url, headers, auth } => {
                 if edit.command.is_some() || !edit.env.is_empty() {
                     return Err(invalid(format!(
                         "server \"{name}\" is an http server; a command and --env apply to stdio servers"
@@ -635,8 +383,7 @@ impl Servers {
                         validate_secret(
                             &format!("{kind} {key} of server \"{name}\""),
                             &value.value,
-                        )
-                        .map_err(invalid)?;
+                        )?;
                         let fresh = crate::secrets::new_reference();
                         pending.insert(fresh.clone(), value.value);
                         map.insert(key, StoredValue::Secret(fresh));
@@ -644,8 +391,7 @@ impl Servers {
                     }
                 }
                 _ if value.secret => {
-                    validate_secret(&format!("{kind} {key} of server \"{name}\""), &value.value)
-                        .map_err(invalid)?;
+                    validate_secret(&format!("{kind} {key} of server \"{name}\""), &value.value)?;
                     let reference = crate::secrets::new_reference();
                     pending.insert(reference.clone(), value.value);
                     map.insert(key, StoredValue::Secret(reference));
@@ -666,7 +412,7 @@ impl Servers {
     pub fn list(&self, config: &Config) -> Result<Vec<Listing>, ServersError> {
         let mut out = Vec::new();
         for (name, server) in &config.servers {
-            let source = server.source.display().to_string();
+            let source = server.source.to_string();
             let stored = self.registry.catalog(name, &server.launch_digest())?;
             let (catalog, tools) = match stored {
                 Some(c) if server.enabled => ("tested", Some(c.tools.len())),
@@ -679,7 +425,7 @@ impl Servers {
                 .get(name)
                 .map(|all| {
                     all.iter()
-                        .map(|s| s.display().to_string())
+                        .map(|s| s.to_string())
                         .filter(|s| *s != source)
                         .collect::<BTreeSet<_>>()
                 })
@@ -689,10 +435,7 @@ impl Servers {
             out.push(Listing {
                 name: name.clone(),
                 source,
-                transport: match server.transport {
-                    TransportConfig::Stdio { .. } => "stdio",
-                    TransportConfig::Http { .. } => "http",
-                },
+                transport: server.transport.kind(),
                 enabled: server.enabled,
                 catalog,
                 tools,
@@ -702,67 +445,4 @@ impl Servers {
         }
         Ok(out)
     }
-}
-
-/// Parses `K=V` (or a bare `K`, whose value is taken from `env`); credential-like names
-/// and names in `secret_names` are secret.
-pub fn parse_env_arg(
-    arg: &str,
-    secret_names: &[String],
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<(String, GivenValue), ServersError> {
-    let (key, value) = match arg.split_once('=') {
-        Some((k, v)) => (k.to_string(), v.to_string()),
-        None => {
-            let v = env(arg).ok_or_else(|| {
-                invalid(format!(
-                    "--env {arg}: no value given and {arg} is not set in this environment (use --env {arg}=VALUE)"
-                ))
-            })?;
-            (arg.to_string(), v)
-        }
-    };
-    // Messages name the variable, never the value.
-    if key.is_empty() || key.contains('\0') || key.chars().any(char::is_whitespace) {
-        return Err(invalid(format!(
-            "--env {key:?}=…: invalid variable name (expected NAME=VALUE)"
-        )));
-    }
-    let secret = looks_like_credential(&key) || secret_names.contains(&key);
-    Ok((key, GivenValue { value, secret }))
-}
-
-/// Parses `K: V`; credential-like header names and names in `secret_names` are secret.
-pub fn parse_header_arg(
-    arg: &str,
-    secret_names: &[String],
-) -> Result<(String, GivenValue), ServersError> {
-    // Messages name the header, never the value.
-    let (key, value) = arg.split_once(':').ok_or_else(|| {
-        let shown: String = arg
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || "-_".contains(*c))
-            .collect();
-        invalid(format!(
-            "--header {shown:?}…: expected \"Name: value\" (a colon after the name)"
-        ))
-    })?;
-    let key = key.trim();
-    if key.is_empty()
-        || !key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_".contains(c))
-    {
-        return Err(invalid(format!("--header {key:?}: invalid header name")));
-    }
-    let secret =
-        looks_like_credential(key) || secret_names.iter().any(|s| s.eq_ignore_ascii_case(key));
-    Ok((
-        key.to_string(),
-        GivenValue {
-            // One optional space after the colon is the separator; the rest is kept.
-            value: value.strip_prefix(' ').unwrap_or(value).to_string(),
-            secret,
-        },
-    ))
 }

@@ -1,6 +1,8 @@
 //! [`AirlockClient`]: Airlock's side of an MCP session — its identity and capabilities,
-//! answers to `roots/list`, server logging routed to `tracing` (secrets scrubbed),
-//! progress routed to the call that asked for it, and change notifications passed on.
+//! answers to `roots/list`, server logging routed to `tracing` and to the agent's own
+//! client (secrets scrubbed), sampling and elicitation passed to the agent's client when
+//! it has one, progress routed to the call that asked for it, and change notifications
+//! passed on.
 
 // Roots and server logging are deprecated in the 2026 spec drafts (SEP-2577) but the
 // supported protocol versions still use them; they stay confined to the session layer so
@@ -12,14 +14,18 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use rmcp::ClientHandler;
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, Implementation, ListRootsResult, LoggingLevel,
-    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, ProtocolVersion,
-    ResourceUpdatedNotificationParam, Root,
+    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, ElicitationCapability, Implementation, ListRootsResult,
+    LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
+    ProtocolVersion, ResourceUpdatedNotificationParam, Root, SamplingCapability,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleClient};
 use serde::Serialize;
 use tokio::sync::mpsc;
+
+use super::agent::{AgentCapabilities, AgentLink};
+use crate::secrets::KnownSecrets;
 
 /// A progress notification for a running call.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -55,22 +61,55 @@ type ProgressRoutes = Arc<Mutex<HashMap<ProgressToken, mpsc::UnboundedSender<Pro
 pub struct AirlockClient {
     service: String,
     roots: Arc<RwLock<Vec<String>>>,
-    secrets: Arc<Vec<(String, String)>>,
+    secrets: KnownSecrets,
     progress: ProgressRoutes,
     notices: Option<mpsc::UnboundedSender<ServerNotice>>,
+    agent: Option<Arc<AgentLink>>,
+    /// What the handshake declared the agent's client answers (fixed for the session).
+    declared: AgentCapabilities,
 }
 
 impl AirlockClient {
     /// A handler for `service`, answering `roots/list` with `roots` (folder paths or
     /// URIs) and scrubbing `secrets` from logged server messages.
-    pub fn new(service: &str, roots: Vec<String>, secrets: Vec<(String, String)>) -> Self {
+    pub fn new(service: &str, roots: Vec<String>, secrets: KnownSecrets) -> Self {
         AirlockClient {
             service: service.to_string(),
             roots: Arc::new(RwLock::new(roots)),
-            secrets: Arc::new(secrets),
+            secrets,
             progress: Arc::default(),
             notices: None,
+            agent: None,
+            declared: AgentCapabilities::default(),
         }
+    }
+
+    /// Passes sampling, elicitation and server logs to the agent's own client, found
+    /// through `link` when a server asks.
+    pub fn with_agent(mut self, link: Option<Arc<AgentLink>>) -> Self {
+        self.declared = link.as_ref().map(|l| l.capabilities()).unwrap_or_default();
+        self.agent = link;
+        self
+    }
+
+    /// What this client declared it answers for the agent (sampling, elicitation).
+    pub fn declared(&self) -> AgentCapabilities {
+        self.declared
+    }
+
+    fn agent_client(&self) -> Option<Arc<dyn super::AgentClient>> {
+        self.agent.as_ref().and_then(|l| l.get())
+    }
+
+    /// `value` with the known secrets scrubbed from every string, through JSON.
+    fn scrubbed<T: serde::Serialize + serde::de::DeserializeOwned>(&self, value: T) -> T {
+        let Ok(mut json) = serde_json::to_value(&value) else {
+            return value;
+        };
+        if self.secrets.scrub_json(&mut json) == 0 {
+            return value;
+        }
+        serde_json::from_value(json).unwrap_or(value)
     }
 
     /// Passes change notifications to `tx`.
@@ -125,10 +164,19 @@ pub fn root_uri(path: &str) -> String {
 
 impl ClientHandler for AirlockClient {
     fn get_info(&self) -> ClientConfig {
-        let capabilities = ClientCapabilities::builder()
+        let mut capabilities = ClientCapabilities::builder()
             .enable_roots()
             .enable_roots_list_changed()
             .build();
+        {
+            let can = self.declared;
+            if can.sampling {
+                capabilities.sampling = Some(SamplingCapability::default());
+            }
+            if can.elicitation {
+                capabilities.elicitation = Some(ElicitationCapability::default());
+            }
+        }
         ClientConfig::new(
             capabilities,
             Implementation::new("airlock", env!("CARGO_PKG_VERSION")),
@@ -146,12 +194,50 @@ impl ClientHandler for AirlockClient {
         ))
     }
 
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, McpError> {
+        match self.agent_client() {
+            Some(agent) if agent.capabilities().sampling => {
+                agent
+                    .create_message(self.service.clone(), self.scrubbed(params))
+                    .await
+            }
+            _ => Err(McpError::method_not_found::<
+                rmcp::model::CreateMessageRequestMethod,
+            >()),
+        }
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        match self.agent_client() {
+            Some(agent) if agent.capabilities().elicitation => {
+                agent
+                    .elicit(self.service.clone(), self.scrubbed(request))
+                    .await
+            }
+            _ => Err(McpError::method_not_found::<
+                rmcp::model::ElicitationCreateRequestMethod,
+            >()),
+        }
+    }
+
     async fn on_logging_message(
         &self,
         params: LoggingMessageNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let text = crate::launch::scrub(&params.data.to_string(), &self.secrets);
+        let params = self.scrubbed(params);
+        if let Some(agent) = self.agent_client() {
+            agent.log(&self.service, params.clone());
+        }
+        let text = params.data.to_string();
         let service = &self.service;
         match params.level {
             LoggingLevel::Debug => tracing::debug!(service, "server log: {text}"),
@@ -175,9 +261,7 @@ impl ClientHandler for AirlockClient {
             .get(&params.progress_token)
             .cloned();
         if let Some(tx) = route {
-            let message = params
-                .message
-                .map(|m| crate::launch::scrub(&m, &self.secrets));
+            let message = params.message.map(|m| self.secrets.scrub_owned(&m));
             let _ = tx.send(ProgressUpdate {
                 progress: params.progress,
                 total: params.total,

@@ -8,8 +8,11 @@
 //! answers the cancelled request first; if it never does, the next result carries a
 //! warning that the cancelled work may still be running.
 
+mod agent;
 mod client;
+mod connect;
 mod drain;
+pub mod pool;
 
 use std::time::Duration;
 
@@ -19,16 +22,19 @@ use rmcp::model::{
     GetPromptRequest, GetPromptRequestParams, ReadResourceRequest, ReadResourceRequestParams,
     ServerResult,
 };
-use rmcp::service::{PeerRequestOptions, RunningService, ServiceError, serve_client};
+use rmcp::service::{Peer, PeerRequestOptions, RunningService, ServiceError};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+pub use agent::{AgentCapabilities, AgentClient, AgentFuture, AgentLink};
 pub use client::{AirlockClient, ProgressUpdate, ServerNotice, root_uri};
+pub use connect::{ConnectOptions, Connected, connect};
 pub use drain::DEFAULT_CANCEL_GRACE;
+pub use pool::{AcquireError, LiveSession, SessionPool};
 
 use crate::error::{CallError, ErrorCode};
-use crate::launch::{DEFAULT_KILL_GRACE, LaunchSpec, ServerProcess};
+use crate::launch::{DEFAULT_KILL_GRACE, ServerProcess};
 
 /// The protocol versions Airlock speaks, newest first. The handshake asks for the first.
 pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] =
@@ -58,6 +64,17 @@ pub enum SessionError {
         /// All supported versions.
         supported: String,
     },
+    /// The HTTP server refused the connection for want of (valid) credentials.
+    #[error("the server at {url} requires authorization{}", challenge.as_deref().map(|c| format!(" ({c})")).unwrap_or_default())]
+    Unauthorized {
+        /// The endpoint.
+        url: String,
+        /// The `WWW-Authenticate` challenge, when the server sent one.
+        challenge: Option<String>,
+    },
+    /// The service needs a person to authorize it (the message names the command).
+    #[error("{0}")]
+    Authorization(String),
     /// A request after the handshake failed.
     #[error("{0}")]
     Request(String),
@@ -73,6 +90,17 @@ pub enum TransportKind {
     StreamableHttp,
     /// Legacy HTTP+SSE (2024-11-05).
     Sse,
+}
+
+impl TransportKind {
+    /// The wire name: `stdio`, `streamable-http` or `sse`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransportKind::Stdio => "stdio",
+            TransportKind::StreamableHttp => "streamable-http",
+            TransportKind::Sse => "sse",
+        }
+    }
 }
 
 /// What the server said about itself in the handshake.
@@ -122,7 +150,7 @@ pub struct Session {
     drain: drain::DrainGate,
 }
 
-fn stderr_suffix(process: &ServerProcess) -> String {
+pub(crate) fn stderr_suffix(process: &ServerProcess) -> String {
     let tail = process.stderr_tail();
     let tail = tail.trim();
     if tail.is_empty() {
@@ -139,101 +167,6 @@ fn stderr_suffix(process: &ServerProcess) -> String {
 }
 
 impl Session {
-    /// Spawns a stdio server and performs the handshake within `timeout`.
-    pub async fn connect_stdio(
-        spec: &LaunchSpec,
-        timeout: Duration,
-        client: AirlockClient,
-    ) -> Result<Session, SessionError> {
-        let (mut process, stdout, stdin) = ServerProcess::spawn(spec)?;
-        let transport = crate::transport::stdio(stdout, stdin);
-        let outcome = tokio::time::timeout(timeout, serve_client(client.clone(), transport)).await;
-        let service = match outcome {
-            Ok(Ok(service)) => service,
-            Ok(Err(e)) => {
-                // Give a crashing server a moment to finish writing its stderr.
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                let exit = process
-                    .try_exit_status()
-                    .map(|s| format!(" (process exited: {s})"))
-                    .unwrap_or_default();
-                let suffix = format!("{exit}{}", stderr_suffix(&process));
-                process.terminate(DEFAULT_KILL_GRACE).await;
-                return Err(SessionError::Handshake(e.to_string(), suffix));
-            }
-            Err(_) => {
-                let suffix = stderr_suffix(&process);
-                process.terminate(DEFAULT_KILL_GRACE).await;
-                return Err(SessionError::HandshakeTimeout(timeout, suffix));
-            }
-        };
-        Session::finish(service, client, Some(process), TransportKind::Stdio).await
-    }
-
-    /// Connects to an HTTP server: streamable HTTP first; when that attempt fails in a
-    /// way that means "not a streamable HTTP endpoint", the legacy SSE transport. When
-    /// both fail, the message carries both errors.
-    pub async fn connect_http(
-        url: &str,
-        headers: &std::collections::BTreeMap<String, String>,
-        timeout: Duration,
-        client: AirlockClient,
-    ) -> Result<Session, SessionError> {
-        let started = tokio::time::Instant::now();
-        let streamable = async {
-            let transport = crate::transport::streamable_http(url, headers)?;
-            serve_client(client.clone(), transport)
-                .await
-                .map_err(|e| e.to_string())
-        };
-        let first = match tokio::time::timeout(timeout, streamable).await {
-            Ok(Ok(service)) => {
-                return Session::finish(service, client, None, TransportKind::StreamableHttp).await;
-            }
-            Ok(Err(e)) => e,
-            Err(_) => {
-                return Err(SessionError::HandshakeTimeout(
-                    timeout,
-                    format!(" (streamable HTTP at {url})"),
-                ));
-            }
-        };
-        if !crate::transport::suggests_legacy_sse(&first) {
-            return Err(SessionError::Handshake(
-                format!("streamable HTTP at {url}: {first}"),
-                String::new(),
-            ));
-        }
-        tracing::info!(
-            url,
-            "streamable HTTP failed ({first}); trying the legacy SSE transport"
-        );
-        let remaining = timeout
-            .saturating_sub(started.elapsed())
-            .max(Duration::from_secs(1));
-        let legacy = async {
-            let transport = crate::transport::sse::LegacySseTransport::connect(url, headers)
-                .await
-                .map_err(|e| e.to_string())?;
-            serve_client(client.clone(), transport)
-                .await
-                .map_err(|e| e.to_string())
-        };
-        match tokio::time::timeout(remaining, legacy).await {
-            Ok(Ok(service)) => Session::finish(service, client, None, TransportKind::Sse).await,
-            Ok(Err(second)) => Err(SessionError::Handshake(
-                format!(
-                    "streamable HTTP at {url}: {first}; the legacy SSE fallback failed too: {second}"
-                ),
-                String::new(),
-            )),
-            Err(_) => Err(SessionError::HandshakeTimeout(
-                timeout,
-                format!(" (streamable HTTP: {first}; SSE fallback timed out)"),
-            )),
-        }
-    }
-
     async fn finish(
         service: RunningService<RoleClient, AirlockClient>,
         client: AirlockClient,
@@ -280,16 +213,15 @@ impl Session {
 
     /// Every tool the server lists (all pages), as MCP JSON.
     pub async fn list_tools(&self) -> Result<Vec<Value>, SessionError> {
-        let tools = self
-            .service
-            .peer()
-            .list_all_tools()
-            .await
-            .map_err(|e| SessionError::Request(format!("tools/list failed: {e}")))?;
-        Ok(tools
-            .into_iter()
-            .map(|t| serde_json::to_value(t).unwrap_or_default())
-            .collect())
+        self.handle().list_tools().await
+    }
+
+    /// A cheap handle that can list the server's tools while the session lives, without
+    /// holding the session itself (what a notification listener keeps).
+    pub fn handle(&self) -> SessionHandle {
+        SessionHandle {
+            peer: self.service.peer().clone(),
+        }
     }
 
     /// Every resource the server lists (all pages), as MCP JSON.
@@ -312,6 +244,94 @@ impl Session {
             ReadResourceRequestParams::new(uri.to_string()),
         ));
         self.request(request, timeout, "resources/read").await
+    }
+
+    /// Every resource template the server lists (all pages), as MCP JSON.
+    pub async fn list_resource_templates(&self) -> Result<Vec<Value>, CallError> {
+        let items = self
+            .service
+            .peer()
+            .list_all_resource_templates()
+            .await
+            .map_err(|e| service_error(e, "resources/templates/list"))?;
+        Ok(items
+            .into_iter()
+            .map(|r| serde_json::to_value(r).unwrap_or_default())
+            .collect())
+    }
+
+    /// `resources/subscribe` (or `unsubscribe` when `subscribe` is false) for `uri`.
+    pub async fn subscribe(
+        &self,
+        uri: &str,
+        subscribe: bool,
+        timeout: Duration,
+    ) -> Result<(), CallError> {
+        #[allow(deprecated)]
+        let request = if subscribe {
+            ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(
+                rmcp::model::SubscribeRequestParams::new(uri.to_string()),
+            ))
+        } else {
+            ClientRequest::UnsubscribeRequest(rmcp::model::UnsubscribeRequest::new(
+                rmcp::model::UnsubscribeRequestParams::new(uri.to_string()),
+            ))
+        };
+        let what = if subscribe {
+            "resources/subscribe"
+        } else {
+            "resources/unsubscribe"
+        };
+        self.request(request, timeout, what).await.map(|_| ())
+    }
+
+    /// `completion/complete` with `params` (the request's params as MCP JSON); the
+    /// result as MCP JSON.
+    pub async fn complete(&self, params: Value, timeout: Duration) -> Result<Value, CallError> {
+        let params: rmcp::model::CompleteRequestParams =
+            serde_json::from_value(params).map_err(|e| {
+                CallError::new(
+                    ErrorCode::InvalidArguments,
+                    format!("completion/complete parameters are not valid: {e}"),
+                )
+            })?;
+        self.request(
+            ClientRequest::CompleteRequest(rmcp::model::CompleteRequest::new(params)),
+            timeout,
+            "completion/complete",
+        )
+        .await
+    }
+
+    /// `logging/setLevel` to `level` (an MCP logging level name).
+    #[allow(deprecated)]
+    pub async fn set_log_level(&self, level: &str, timeout: Duration) -> Result<(), CallError> {
+        let level: rmcp::model::LoggingLevel = serde_json::from_value(Value::String(level.into()))
+            .map_err(|_| {
+                CallError::new(
+                    ErrorCode::InvalidArguments,
+                    format!("\"{level}\" is not an MCP logging level"),
+                )
+            })?;
+        self.request(
+            ClientRequest::SetLevelRequest(rmcp::model::SetLevelRequest::new(
+                rmcp::model::SetLevelRequestParams::new(level),
+            )),
+            timeout,
+            "logging/setLevel",
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Whether the server declared a capability (`tools`, `resources`, `prompts`,
+    /// `logging`, `completions`), from its handshake.
+    pub fn server_supports(&self, capability: &str) -> bool {
+        self.service
+            .peer()
+            .peer_info()
+            .and_then(|info| serde_json::to_value(&info.capabilities).ok())
+            .is_some_and(|caps| caps.get(capability).is_some_and(|c| !c.is_null()))
     }
 
     /// Every prompt the server lists (all pages), as MCP JSON.
@@ -465,6 +485,11 @@ impl Session {
             .map_err(|e| SessionError::Request(format!("cannot send roots/list_changed: {e}")))
     }
 
+    /// What the session declared, in its handshake, that the agent's client answers.
+    pub fn agent_capabilities(&self) -> AgentCapabilities {
+        self.client.declared()
+    }
+
     /// The roots this session answers with.
     pub fn roots(&self) -> Vec<String> {
         self.client.roots()
@@ -484,6 +509,28 @@ impl Session {
         if let Some(process) = process {
             process.terminate(DEFAULT_KILL_GRACE).await;
         }
+    }
+}
+
+/// A handle on a live session's connection (see [`Session::handle`]). Requests through it
+/// fail once the session has closed.
+#[derive(Clone)]
+pub struct SessionHandle {
+    peer: Peer<RoleClient>,
+}
+
+impl SessionHandle {
+    /// Every tool the server lists (all pages), as MCP JSON.
+    pub async fn list_tools(&self) -> Result<Vec<Value>, SessionError> {
+        let tools = self
+            .peer
+            .list_all_tools()
+            .await
+            .map_err(|e| SessionError::Request(format!("tools/list failed: {e}")))?;
+        Ok(tools
+            .into_iter()
+            .map(|t| serde_json::to_value(t).unwrap_or_default())
+            .collect())
     }
 }
 

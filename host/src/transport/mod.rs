@@ -23,17 +23,29 @@ pub fn stdio(
     AsyncRwTransport::new_client(stdout, stdin)
 }
 
+/// A configured header that HTTP cannot carry. The message names the header, never its
+/// value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    /// The name is not a valid header name.
+    #[error("header name {0:?} is not valid")]
+    Name(String),
+    /// The value is not a valid header value.
+    #[error("the value of header {0:?} is not valid")]
+    Value(String),
+}
+
 /// Converts configured headers to HTTP header types, naming a header that is not valid.
 pub fn header_map(
     headers: &BTreeMap<String, String>,
-) -> Result<HashMap<http::HeaderName, http::HeaderValue>, String> {
+) -> Result<HashMap<http::HeaderName, http::HeaderValue>, HeaderError> {
     headers
         .iter()
         .map(|(k, v)| {
             let name = http::HeaderName::from_bytes(k.as_bytes())
-                .map_err(|_| format!("header name {k:?} is not valid"))?;
-            let value = http::HeaderValue::from_str(v)
-                .map_err(|_| format!("the value of header {k:?} is not valid"))?;
+                .map_err(|_| HeaderError::Name(k.clone()))?;
+            let value =
+                http::HeaderValue::from_str(v).map_err(|_| HeaderError::Value(k.clone()))?;
             Ok((name, value))
         })
         .collect()
@@ -43,32 +55,11 @@ pub fn header_map(
 pub fn streamable_http(
     url: &str,
     headers: &BTreeMap<String, String>,
-) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
+) -> Result<StreamableHttpClientTransport<reqwest::Client>, HeaderError> {
     let config = StreamableHttpClientTransportConfig::with_uri(url.to_string())
         .custom_headers(header_map(headers)?);
     Ok(StreamableHttpClientTransport::with_client(
         reqwest::Client::new(),
         config,
     ))
-}
-
-/// Whether a failed streamable-HTTP connection attempt means "this is not a streamable
-/// HTTP endpoint" (so the legacy SSE transport is worth trying), rather than a failure
-/// the fallback would only hide (refused connection, authentication, timeout).
-pub fn suggests_legacy_sse(error: &str) -> bool {
-    let e = error.to_ascii_lowercase();
-    [
-        "404",
-        "405",
-        "406",
-        "415",
-        "501",
-        "400 bad request",
-        "unexpected content type",
-        "unexpected server response",
-        "method not allowed",
-        "not found",
-    ]
-    .iter()
-    .any(|needle| e.contains(needle))
 }

@@ -53,7 +53,9 @@ fn header_map(
     headers: &BTreeMap<String, String>,
 ) -> Result<reqwest::header::HeaderMap, SseTransportError> {
     let mut map = reqwest::header::HeaderMap::new();
-    for (k, v) in super::header_map(headers).map_err(SseTransportError::Protocol)? {
+    for (k, v) in
+        super::header_map(headers).map_err(|e| SseTransportError::Protocol(e.to_string()))?
+    {
         map.insert(k, v);
     }
     Ok(map)

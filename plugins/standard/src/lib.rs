@@ -2,8 +2,8 @@
 //!
 //! - naming: `mcp__{server}__{tool}` (`style = "mcp"`, default) or label namespaces
 //!   `<namespace>__<tool>` (`style = "namespace"`); `description_prefix = true` prefixes
-//!   descriptions with `[server] `.
-//! - content: lossless conversion (see [`content`]).
+//!   descriptions with `[server] `; `style = "raw"` keeps the server's own names.
+//! - content: lossless conversion, or `mode = "passthrough"` (see [`content`]).
 //! - redaction: known secrets plus built-in and configured patterns (see [`redaction`]).
 
 pub mod content;
@@ -17,7 +17,7 @@ pub enum Standard {
     /// The naming stage.
     Naming(naming::NamingPolicy),
     /// The content stage.
-    Content,
+    Content(content::ContentMode),
     /// The redaction stage.
     Redaction(redaction::RedactionPolicy),
 }
@@ -29,10 +29,7 @@ impl Plugin for Standard {
     fn new(stage: Stage, config: Config) -> Result<Self, String> {
         match stage {
             Stage::Naming => naming::NamingPolicy::from_config(&config).map(Standard::Naming),
-            Stage::Content => {
-                config.deny_unknown(&[])?;
-                Ok(Standard::Content)
-            }
+            Stage::Content => content::ContentMode::from_config(&config).map(Standard::Content),
             Stage::Redaction => {
                 redaction::RedactionPolicy::from_config(&config).map(Standard::Redaction)
             }

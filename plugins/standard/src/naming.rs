@@ -1,4 +1,5 @@
-//! Naming policy: `mcp__{server}__{tool}` or label namespaces.
+//! Naming policy: `mcp__{server}__{tool}`, label namespaces, or the server's own
+//! (sanitized) names for a transparent gateway.
 
 use airlock_guest::{Config, NamedTool, Naming, ServiceInfo, Tool, names};
 
@@ -14,6 +15,10 @@ pub enum Style {
     Mcp,
     /// The service label in lower case, at most 24 characters.
     Namespace,
+    /// The server's own tool names, sanitized (a namespace is still frozen for the
+    /// service, but names do not carry it). Names that collide with another service's
+    /// get a hash suffix from the host.
+    Raw,
 }
 
 /// The configured naming policy.
@@ -32,9 +37,10 @@ impl NamingPolicy {
         let style = match config.string("style")?.as_deref() {
             None | Some("mcp") => Style::Mcp,
             Some("namespace") => Style::Namespace,
+            Some("raw") => Style::Raw,
             Some(other) => {
                 return Err(format!(
-                    "`style` must be \"mcp\" or \"namespace\", got \"{other}\""
+                    "`style` must be \"mcp\", \"namespace\" or \"raw\", got \"{other}\""
                 ));
             }
         };
@@ -47,7 +53,7 @@ impl NamingPolicy {
     /// The namespace for `service`, unique among `taken`.
     pub fn namespace(&self, service: &ServiceInfo, taken: &[String]) -> String {
         match self.style {
-            Style::Mcp => names::unique_namespace(
+            Style::Mcp | Style::Raw => names::unique_namespace(
                 &format!("mcp__{}", names::sanitize(&service.id)),
                 taken,
                 names::MAX_NAME_LEN,
@@ -68,6 +74,11 @@ impl NamingPolicy {
         tools: Vec<Tool>,
     ) -> Vec<NamedTool> {
         let prefix = self.description_prefix.then_some(service.id.as_str());
+        let namespace = if self.style == Style::Raw {
+            ""
+        } else {
+            namespace
+        };
         names::qualify_tools(namespace, tools, prefix)
     }
 }

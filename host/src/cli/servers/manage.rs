@@ -8,8 +8,8 @@ use serde_json::json;
 use super::values::{env_pairs, header_pairs};
 use super::{AddArgs, EditArgs, fail, print, scope_arg};
 use crate::cli::Cli;
-use crate::config::{ConfigSources, process_env};
 use crate::config::{Auth, Scope};
+use crate::config::{ConfigSources, process_env};
 use crate::servers::{Draft, DraftTransport, Edit, Servers};
 
 /// Runs `airlock servers add`.

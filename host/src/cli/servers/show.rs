@@ -53,11 +53,9 @@ pub(super) fn get(
 ) -> Result<ExitCode, String> {
     let config = servers.load_config(sources, &process_env).map_err(fail)?;
     let server = config.servers.get(name);
-    let scope = scope_arg(scope)?.or_else(|| {
-        match server?.source {
-            Source::Registry(scope) => Some(scope),
-            Source::File(_) => None,
-        }
+    let scope = scope_arg(scope)?.or_else(|| match server?.source {
+        Source::Registry(scope) => Some(scope),
+        Source::File(_) => None,
     });
     let record = match scope {
         Some(_) => Some(servers.locate(name, scope, sources).map_err(fail)?),
@@ -108,9 +106,10 @@ pub(super) fn get(
 /// Adds a transport's fields (`type`, then `command`/`args`/`env` or
 /// `url`/`headers`/`auth`) to a server description; its values are already masked.
 fn add_transport(v: &mut serde_json::Value, shown: Transport<String>) {
-    if let (Some(target), serde_json::Value::Object(fields)) =
-        (v.as_object_mut(), serde_json::to_value(shown).expect("a transport serializes"))
-    {
+    if let (Some(target), serde_json::Value::Object(fields)) = (
+        v.as_object_mut(),
+        serde_json::to_value(shown).expect("a transport serializes"),
+    ) {
         target.extend(fields);
     }
 }

@@ -1,6 +1,8 @@
 //! Tests of the per-client knowledge: one test per client's fixtures, and maps of the
 //! wrong type.
 
+use std::collections::BTreeMap;
+
 use super::*;
 
 #[test]
@@ -56,12 +58,12 @@ fn claude_code_fixtures() {
 
     let github = find(&out, "github");
     assert_eq!((github.client, &github.source), (Client::ClaudeCode, &user));
+    assert_eq!(github.cwd, None);
     assert_eq!(
         github.transport,
         ImportedTransport::Stdio {
             command: "npx".into(),
             args: vec!["-y".into(), "@modelcontextprotocol/server-github".into()],
-            cwd: None,
             env: values(&[(
                 "GITHUB_PERSONAL_ACCESS_TOKEN",
                 "ghp_fromEnvironment0123456789",
@@ -459,12 +461,12 @@ fn muse_code_fixtures() {
     );
 
     let notes = find(&out, "notes");
+    assert_eq!(notes.cwd, None);
     assert_eq!(
         notes.transport,
         ImportedTransport::Stdio {
             command: "muse-notes".into(),
             args: vec!["--dir".into(), "/home/user/notes".into()],
-            cwd: None,
             env: BTreeMap::new(),
         }
     );

@@ -2,7 +2,7 @@
 //! (fixtures, client files in temporary folders, accessors) live here.
 
 use super::*;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 
 /// The text of a fixture under `tests/fixtures/import/`.
@@ -93,7 +93,7 @@ fn env(c: &Candidate) -> &BTreeMap<String, ImportedValue> {
 
 fn cwd(c: &Candidate) -> Option<&str> {
     match &c.transport {
-        ImportedTransport::Stdio { cwd, .. } => cwd.as_deref(),
+        ImportedTransport::Stdio { .. } => c.cwd.as_deref(),
         other => panic!("{} is not stdio: {other:?}", c.name),
     }
 }

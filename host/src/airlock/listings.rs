@@ -1,0 +1,262 @@
+//! Resources, resource templates, prompts and completions, per service or aggregated
+//! across services. Every entry point checks access (grants and the embedder's callback)
+//! as calls do; an aggregated listing skips the services the agent may not use.
+//! Everything that comes back from a server passes the egress rule (`egress.rs`).
+
+use serde_json::Value;
+
+use super::{AccessRequest, Airlock, Inner};
+use crate::error::{CallError, ErrorCode};
+
+/// What [`Airlock::aggregate`] lists.
+#[derive(Clone, Copy)]
+enum Listing {
+    Resources,
+    ResourceTemplates,
+    Prompts,
+}
+
+impl Listing {
+    /// The server capability the listing needs.
+    fn capability(self) -> &'static str {
+        match self {
+            Listing::Resources | Listing::ResourceTemplates => "resources",
+            Listing::Prompts => "prompts",
+        }
+    }
+
+    fn method(self) -> &'static str {
+        match self {
+            Listing::Resources => "resources/list",
+            Listing::ResourceTemplates => "resources/templates/list",
+            Listing::Prompts => "prompts/list",
+        }
+    }
+}
+
+impl Inner {
+    /// The services a listing covers: the one named, or every available one.
+    fn targets(&self, service: Option<&str>) -> Result<Vec<String>, CallError> {
+        match service {
+            Some(s) if self.services.contains_key(s) => Ok(vec![s.to_string()]),
+            Some(s) => Err(CallError::new(
+                ErrorCode::ServiceUnavailable,
+                format!("no service named \"{s}\""),
+            )),
+            None => Ok(self
+                .services
+                .iter()
+                .filter(|(_, s)| s.config.enabled && s.pipeline.is_some())
+                .map(|(n, _)| n.clone())
+                .collect()),
+        }
+    }
+
+    /// The per-request timeout of `service`.
+    fn timeout_of(&self, service: &str) -> std::time::Duration {
+        self.service(service)
+            .map(|s| s.config.tool_timeout)
+            .unwrap_or(crate::config::DEFAULT_TOOL_TIMEOUT)
+    }
+}
+
+impl Airlock {
+    /// Resources of one service, or of every available service when `service` is
+    /// `None` (each entry gains a `service` field; unavailable services are skipped).
+    ///
+    /// ```no_run
+    /// # async fn run(airlock: airlock_host::Airlock) -> Result<(), airlock_host::CallError> {
+    /// for r in airlock.list_resources("default", None).await? {
+    ///     let contents = airlock.read_resource("default", r["service"].as_str().unwrap(), r["uri"].as_str().unwrap()).await?;
+    ///     println!("{contents}");
+    /// }
+    /// let prompts = airlock.list_prompts("default", Some("linear")).await?;
+    /// let messages = airlock.get_prompt("default", "linear", "triage-issue", serde_json::json!({"issueId": "ENG-42"})).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn list_resources(
+        &self,
+        agent: &str,
+        service: Option<&str>,
+    ) -> Result<Vec<Value>, CallError> {
+        self.aggregate(agent, service, Listing::Resources).await
+    }
+
+    /// Resource templates of one service, or of every available service.
+    pub async fn list_resource_templates(
+        &self,
+        agent: &str,
+        service: Option<&str>,
+    ) -> Result<Vec<Value>, CallError> {
+        self.aggregate(agent, service, Listing::ResourceTemplates)
+            .await
+    }
+
+    /// Prompts of one service, or of every available service when `service` is `None`.
+    pub async fn list_prompts(
+        &self,
+        agent: &str,
+        service: Option<&str>,
+    ) -> Result<Vec<Value>, CallError> {
+        self.aggregate(agent, service, Listing::Prompts).await
+    }
+
+    /// Lists resources, templates or prompts of one service, or of every available
+    /// service (each entry gains a `service` field; with no service named, failing or
+    /// forbidden services are skipped).
+    async fn aggregate(
+        &self,
+        agent: &str,
+        service: Option<&str>,
+        kind: Listing,
+    ) -> Result<Vec<Value>, CallError> {
+        let inner = &self.inner;
+        let mut all = Vec::new();
+        for name in inner.targets(service)? {
+            let allowed = inner.authorize(&AccessRequest::Service {
+                agent,
+                service: &name,
+                operation: kind.method(),
+            });
+            let listed = match allowed {
+                Err(e) => Err(e),
+                Ok(()) => match inner.session(agent, &name).await {
+                    // A server that does not offer the capability lists nothing.
+                    Ok(live) if !live.session.server_supports(kind.capability()) => Ok(Vec::new()),
+                    Ok(live) => match kind {
+                        Listing::Resources => live.session.list_resources().await,
+                        Listing::ResourceTemplates => live.session.list_resource_templates().await,
+                        Listing::Prompts => live.session.list_prompts().await,
+                    },
+                    Err(e) => Err(e),
+                },
+            };
+            match listed {
+                Ok(items) => {
+                    let items = inner.redact_value(&name, Value::Array(items)).await;
+                    all.extend(items.as_array().into_iter().flatten().map(|item| {
+                        let mut item = item.clone();
+                        item["service"] = Value::String(name.clone());
+                        item
+                    }))
+                }
+                Err(e) if service.is_some() => return Err(e),
+                Err(e) if e.code == ErrorCode::ServiceAccessDenied => {}
+                Err(e) => {
+                    tracing::warn!(service = %name, "{} failed: {}", kind.method(), e.message)
+                }
+            }
+        }
+        Ok(all)
+    }
+
+    /// Reads a resource of `service` (the `ReadResourceResult` JSON, through the
+    /// service's redaction).
+    pub async fn read_resource(
+        &self,
+        agent: &str,
+        service: &str,
+        uri: &str,
+    ) -> Result<Value, CallError> {
+        let inner = &self.inner;
+        inner.authorize(&AccessRequest::Service {
+            agent,
+            service,
+            operation: "resources/read",
+        })?;
+        let live = inner.session(agent, service).await?;
+        let value = live
+            .session
+            .read_resource(uri, inner.timeout_of(service))
+            .await;
+        let value = match value {
+            Ok(value) => value,
+            Err(e) => return Err(inner.redact_error(service, e).await),
+        };
+        Ok(inner.redact_value(service, value).await)
+    }
+
+    /// Subscribes `agent` to updates of `uri` on `service` (`subscribe = false`
+    /// unsubscribes). Updates arrive as `resource_updated` events.
+    pub async fn subscribe_resource(
+        &self,
+        agent: &str,
+        service: &str,
+        uri: &str,
+        subscribe: bool,
+    ) -> Result<(), CallError> {
+        let inner = &self.inner;
+        inner.authorize(&AccessRequest::Service {
+            agent,
+            service,
+            operation: "resources/subscribe",
+        })?;
+        let live = inner.session(agent, service).await?;
+        match live
+            .session
+            .subscribe(uri, subscribe, inner.timeout_of(service))
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) => Err(inner.redact_error(service, e).await),
+        }
+    }
+
+    /// Gets a prompt of `service` with `arguments` (a JSON object of strings).
+    pub async fn get_prompt(
+        &self,
+        agent: &str,
+        service: &str,
+        name: &str,
+        arguments: Value,
+    ) -> Result<Value, CallError> {
+        let Value::Object(arguments) = arguments else {
+            return Err(CallError::new(
+                ErrorCode::InvalidArguments,
+                "prompt arguments must be a JSON object",
+            ));
+        };
+        let inner = &self.inner;
+        inner.authorize(&AccessRequest::Service {
+            agent,
+            service,
+            operation: "prompts/get",
+        })?;
+        let live = inner.session(agent, service).await?;
+        let value = live
+            .session
+            .get_prompt(name, arguments, inner.timeout_of(service))
+            .await;
+        let value = match value {
+            Ok(value) => value,
+            Err(e) => return Err(inner.redact_error(service, e).await),
+        };
+        Ok(inner.redact_value(service, value).await)
+    }
+
+    /// `completion/complete` on `service` (`params` as MCP JSON: `ref`, `argument`,
+    /// `context`); the result as MCP JSON.
+    pub async fn complete(
+        &self,
+        agent: &str,
+        service: &str,
+        params: Value,
+    ) -> Result<Value, CallError> {
+        let inner = &self.inner;
+        inner.authorize(&AccessRequest::Service {
+            agent,
+            service,
+            operation: "completion/complete",
+        })?;
+        let live = inner.session(agent, service).await?;
+        let value = live
+            .session
+            .complete(params, inner.timeout_of(service))
+            .await;
+        let value = match value {
+            Ok(value) => value,
+            Err(e) => return Err(inner.redact_error(service, e).await),
+        };
+        Ok(inner.redact_value(service, value).await)
+    }
+}

@@ -1,0 +1,269 @@
+//! What Airlock reports about its services: [`ServiceStatus`] per service (the `status`
+//! command, `service_changed` events) and [`TestReport`] (`airlock servers test`).
+
+use serde::Serialize;
+
+use super::Inner;
+use crate::config::Source;
+use crate::events::{Event, ServiceState};
+use crate::session::ServerIdentity;
+
+/// The state of one configured service.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ServiceStatus {
+    /// `enabled = false` in the config.
+    Disabled,
+    /// A service managed by `airlock servers` whose catalog was never tested, or went
+    /// stale when its launch changed: it offers no tools until `airlock servers test`.
+    Untested {
+        /// Why, naming the command to run.
+        reason: String,
+    },
+    /// No live session; the next call connects.
+    Disconnected {
+        /// Tools in the catalog.
+        tools: usize,
+    },
+    /// A connection is being opened.
+    Connecting {
+        /// Tools in the catalog.
+        tools: usize,
+    },
+    /// At least one live session.
+    Connected {
+        /// Tools in the catalog.
+        tools: usize,
+        /// Live sessions (one per agent using the service).
+        sessions: usize,
+    },
+    /// Could not be started, connected or cataloged.
+    Failed {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl ServiceStatus {
+    /// The state without its details.
+    pub fn state(&self) -> ServiceState {
+        match self {
+            ServiceStatus::Disabled => ServiceState::Disabled,
+            ServiceStatus::Untested { .. } => ServiceState::Untested,
+            ServiceStatus::Disconnected { .. } => ServiceState::Disconnected,
+            ServiceStatus::Connecting { .. } => ServiceState::Connecting,
+            ServiceStatus::Connected { .. } => ServiceState::Connected,
+            ServiceStatus::Failed { .. } => ServiceState::Failed,
+        }
+    }
+
+    /// The state's name (`connected`, `failed`…).
+    pub fn name(&self) -> &'static str {
+        self.state().as_str()
+    }
+}
+
+/// A status line for one service.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServiceReport {
+    /// The service name.
+    pub service: String,
+    /// Its state.
+    #[serde(flatten)]
+    pub status: ServiceStatus,
+    /// What the server said about itself in the latest handshake.
+    pub server: Option<ServerIdentity>,
+    /// The file defining it, or `registry:user` / `registry:project` for services managed
+    /// by `airlock servers`.
+    pub source: Source,
+}
+
+/// What `airlock servers test` found.
+#[derive(Debug, Clone, Serialize)]
+pub struct TestReport {
+    /// The service.
+    pub service: String,
+    /// Whether the handshake succeeded on a supported protocol version and the tool
+    /// list was read and saved.
+    pub verified: bool,
+    /// The server's identity (including the negotiated protocol version).
+    pub server: ServerIdentity,
+    /// The tools, as the server listed them (none was run).
+    pub tools: Vec<serde_json::Value>,
+}
+
+impl Inner {
+    fn tool_count(&self, service: &str) -> usize {
+        self.cataloger
+            .read()
+            .tools()
+            .filter(|t| t.service == service)
+            .count()
+    }
+
+    pub(super) fn report(&self, name: &str) -> ServiceReport {
+        let service = &self.services[name];
+        let live = self.pool.live_count(name);
+        let tools = self.tool_count(name);
+        let health = service.health();
+        let status = if !service.config.enabled {
+            ServiceStatus::Disabled
+        } else if let Some(reason) = health.untested.as_ref().filter(|_| live == 0) {
+            ServiceStatus::Untested {
+                reason: reason.clone(),
+            }
+        } else if live > 0 {
+            ServiceStatus::Connected {
+                tools,
+                sessions: live,
+            }
+        } else if health.connecting > 0 {
+            ServiceStatus::Connecting { tools }
+        } else if let Some(reason) = &health.failed {
+            ServiceStatus::Failed {
+                reason: reason.clone(),
+            }
+        } else {
+            ServiceStatus::Disconnected { tools }
+        };
+        ServiceReport {
+            service: name.to_string(),
+            status,
+            server: health.identity.clone(),
+            source: service.config.source.clone(),
+        }
+    }
+
+    pub(super) fn emit_service_changed(&self, name: &str) {
+        let report = self.report(name);
+        let reason = match &report.status {
+            ServiceStatus::Failed { reason } => Some(reason.clone()),
+            _ => None,
+        };
+        self.emit(Event::ServiceChanged {
+            service: name.to_string(),
+            state: report.status.state(),
+            reason,
+        });
+    }
+}
+
+impl super::Airlock {
+    /// The state of every configured service.
+    ///
+    /// ```no_run
+    /// # fn run(airlock: &airlock_host::Airlock) {
+    /// use airlock_host::ServiceStatus;
+    /// for report in airlock.status() {
+    ///     match report.status {
+    ///         ServiceStatus::Failed { reason } => eprintln!("{} failed: {reason}", report.service),
+    ///         other => println!("{}: {}", report.service, other.name()),
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn status(&self) -> Vec<ServiceReport> {
+        self.inner
+            .services
+            .keys()
+            .map(|name| self.inner.report(name))
+            .collect()
+    }
+
+    /// The state of the services `agent` may use (grants and the embedder's callback
+    /// consulted, as for calls).
+    pub fn status_for(&self, agent: &str) -> Vec<ServiceReport> {
+        self.inner
+            .services
+            .keys()
+            .filter(|name| {
+                self.inner
+                    .authorize(&crate::AccessRequest::Service {
+                        agent,
+                        service: name,
+                        operation: "status",
+                    })
+                    .is_ok()
+            })
+            .map(|name| self.inner.report(name))
+            .collect()
+    }
+}
+
+impl super::Airlock {
+    /// The instructions an agent's model gets about its services: each service the agent
+    /// may use, by name (and label), with the first sentence of its description.
+    ///
+    /// ```no_run
+    /// # fn run(airlock: &airlock_host::Airlock) {
+    /// println!("{}", airlock.instructions_for("agent-7"));
+    /// # }
+    /// ```
+    pub fn instructions_for(&self, agent: &str) -> String {
+        let inner = &self.inner;
+        let mut lines = Vec::new();
+        for (name, service) in &inner.services {
+            let usable = service.config.enabled
+                && service.pipeline.is_some()
+                && inner
+                    .authorize(&crate::AccessRequest::Service {
+                        agent,
+                        service: name,
+                        operation: "instructions",
+                    })
+                    .is_ok();
+            if !usable {
+                continue;
+            }
+            let mut line = format!("- {name}");
+            if let Some(label) = service.config.label.as_deref().filter(|l| *l != name) {
+                line.push_str(&format!(" ({label})"));
+            }
+            if let Some(first) = service
+                .config
+                .description
+                .as_deref()
+                .map(first_sentence)
+                .filter(|s| !s.is_empty())
+            {
+                line.push_str(": ");
+                line.push_str(&first);
+            }
+            lines.push(line);
+        }
+        if lines.is_empty() {
+            return "No MCP services are available to this agent.".to_string();
+        }
+        format!(
+            "MCP services available through Airlock:\n{}",
+            lines.join("\n")
+        )
+    }
+}
+
+/// The first sentence of `text` (up to the first `. `, `! `, `? ` or line break), at most
+/// 200 characters.
+fn first_sentence(text: &str) -> String {
+    let text = text.trim();
+    let mut end = text.len();
+    for (i, c) in text.char_indices() {
+        if c == '\n' {
+            end = i;
+            break;
+        }
+        if matches!(c, '.' | '!' | '?')
+            && text[i + c.len_utf8()..]
+                .chars()
+                .next()
+                .is_none_or(char::is_whitespace)
+        {
+            end = i + c.len_utf8();
+            break;
+        }
+    }
+    let sentence = text[..end].trim();
+    match sentence.char_indices().nth(200) {
+        Some((cut, _)) => format!("{}…", &sentence[..cut]),
+        None => sentence.to_string(),
+    }
+}

@@ -1,0 +1,328 @@
+//! Starting Airlock: opening the data directory, the registry and the secret store,
+//! building every enabled service's plugin pipeline, and cataloging each service — from
+//! its tested catalog when that is fresh, else by connecting the default agent.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+
+use cap_std::fs::Dir;
+use tokio::sync::broadcast;
+
+use super::{Airlock, AirlockOptions, DEFAULT_AGENT, Health, Inner, Service, TestReport};
+use crate::catalog::{Cataloger, check_limits};
+use crate::config::{Config, ServerConfig};
+use crate::plugin::{PluginError, PluginRuntime, ServicePipeline};
+use crate::registry::{Registry, StoredCatalog};
+use crate::results::ResultStore;
+use crate::secrets::{KnownSecrets, SecretStore};
+use crate::session::SessionPool;
+
+/// Why Airlock could not start at all (a single service failing is not one of these).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The data directory could not be created or opened.
+    #[error("data directory \"{path}\": {message}")]
+    DataDir {
+        /// The directory.
+        path: PathBuf,
+        /// The OS error.
+        message: String,
+    },
+    /// The registry database failed.
+    #[error(transparent)]
+    Registry(#[from] crate::registry::RegistryError),
+    /// The plugin runtime failed.
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    /// `airlock servers test` could not connect or list the tools.
+    #[error("testing service \"{service}\" failed: {reason}")]
+    Test {
+        /// The service.
+        service: String,
+        /// Why (secrets scrubbed).
+        reason: String,
+    },
+    /// The secret store could not be opened.
+    #[error(transparent)]
+    Secrets(#[from] crate::secrets::SecretError),
+}
+
+impl Airlock {
+    /// Starts Airlock: opens the data directory, builds every enabled service's plugin
+    /// pipeline, connects the default agent to every server concurrently and names their
+    /// tools. A service that fails is marked failed (see [`Airlock::status`]); the others
+    /// work.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// use airlock_host::{Airlock, AirlockOptions, config::{Config, ConfigSources, process_env}};
+    /// let config = Config::load(&ConfigSources::discover(&std::env::current_dir()?, vec![]), &process_env)?;
+    /// let airlock = Airlock::start(config, AirlockOptions::new("/tmp/airlock-data")).await?;
+    /// for tool in airlock.tools() {
+    ///     println!("{} ({})", tool.name, tool.service);
+    /// }
+    /// let out = airlock.call("mcp__demo__echo", serde_json::json!({"text": "hi"}), None).await?;
+    /// println!("{}", out.preview);
+    /// airlock.close().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn start(config: Config, options: AirlockOptions) -> Result<Airlock, StartError> {
+        let airlock = Airlock::prepare(config, options).await?;
+        airlock.inner.catalog_all().await;
+        Ok(airlock)
+    }
+
+    /// Tests one service the way `airlock servers test` does: opens a temporary
+    /// connection, negotiates, lists the tools (running none), saves them as the
+    /// service's tested catalog under its current launch digest, and closes.
+    pub async fn test_service(
+        server: ServerConfig,
+        options: AirlockOptions,
+    ) -> Result<TestReport, StartError> {
+        let name = server.name.clone();
+        let mut server = server;
+        server.enabled = true;
+        let config = Config {
+            servers: BTreeMap::from([(name.clone(), server)]),
+            ..Default::default()
+        };
+        let airlock = Airlock::prepare(config, options).await?;
+        let inner = airlock.inner.clone();
+        let outcome = async {
+            let live = inner
+                .session(DEFAULT_AGENT, &name)
+                .await
+                .map_err(|e| e.message)?;
+            let tools = live.session.list_tools().await.map_err(|e| e.to_string())?;
+            check_limits(&tools).map_err(|e| e.to_string())?;
+            // Server metadata leaves through the egress rule, to the registry too.
+            let tools = match inner
+                .redact_value(&name, serde_json::Value::Array(tools))
+                .await
+            {
+                serde_json::Value::Array(tools) => tools,
+                _ => Vec::new(),
+            };
+            let identity = live.session.identity().clone();
+            let service = &inner.services[&name];
+            inner
+                .registry
+                .save_catalog(&StoredCatalog {
+                    service: name.clone(),
+                    launch_digest: service.config.launch_digest(),
+                    tested_at: inner.registry.now().map_err(|e| e.to_string())?,
+                    protocol_version: identity.protocol_version.clone(),
+                    server_name: identity.name.clone(),
+                    server_version: identity.version.clone(),
+                    transport: identity.transport.as_str().to_string(),
+                    tools: tools.clone(),
+                })
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>(TestReport {
+                service: name.clone(),
+                verified: true,
+                server: identity,
+                tools,
+            })
+        }
+        .await;
+        let secrets = inner.services[&name].secrets();
+        airlock.close().await;
+        outcome.map_err(|reason| StartError::Test {
+            service: name.clone(),
+            reason: secrets.scrub_owned(&reason),
+        })
+    }
+
+    /// Opens state and builds pipelines; connects nothing.
+    async fn prepare(config: Config, options: AirlockOptions) -> Result<Airlock, StartError> {
+        let data_err = |e: std::io::Error| StartError::DataDir {
+            path: options.data_dir.clone(),
+            message: e.to_string(),
+        };
+        std::fs::create_dir_all(&options.data_dir).map_err(data_err)?;
+        let data = Dir::open_ambient_dir(&options.data_dir, cap_std::ambient_authority())
+            .map_err(data_err)?;
+        let registry = Arc::new(Registry::open(&options.data_dir)?);
+        let runtime = PluginRuntime::new(config.sandbox, Some(&data))?;
+        let results = ResultStore::open(&data, options.result_limits).map_err(data_err)?;
+        let secret_store = SecretStore::open(&options.data_dir)?;
+        let mut pipelines = build_pipelines(&runtime, &config).await;
+
+        // Every known secret is redacted from every service's output: a token of one
+        // service that shows up in another's result is still a secret.
+        let everyone = config
+            .servers
+            .values()
+            .fold(KnownSecrets::new(), |all, s| all.union(&s.known_secrets()));
+        crate::secrets::register_log_secrets(&everyone);
+        let services = config
+            .servers
+            .iter()
+            .map(|(name, server)| {
+                let secrets = server.known_secrets().union(&everyone);
+                let mut health = Health::default();
+                if !server.repair.is_empty() {
+                    health.failed = Some(secrets.scrub_owned(&format!(
+                        "needs repair: {}; fix it with `airlock servers edit {name}`",
+                        server.repair.join("; ")
+                    )));
+                }
+                let pipeline = match pipelines.remove(name) {
+                    Some(Ok(p)) => Some(Arc::new(p)),
+                    Some(Err(reason)) => {
+                        health.failed = Some(secrets.scrub_owned(&reason));
+                        None
+                    }
+                    None => None,
+                };
+                let service = Service {
+                    config: server.clone(),
+                    pipeline,
+                    secrets: RwLock::new(secrets),
+                    health: Mutex::new(health),
+                };
+                (name.clone(), service)
+            })
+            .collect();
+        let events = broadcast::channel(1024).0;
+        Ok(Airlock {
+            inner: Arc::new(Inner {
+                services,
+                cataloger: Arc::new(Cataloger::new(registry.clone())),
+                results,
+                runtime,
+                registry,
+                secret_store,
+                preview: options.result_limits.preview,
+                pool: SessionPool::new(options.max_sessions, events.clone()),
+                events,
+                roots: RwLock::new(HashMap::new()),
+                default_roots: options.roots,
+                access: options.access,
+                agent_clients: RwLock::new(HashMap::new()),
+                log_levels: RwLock::new(HashMap::new()),
+            }),
+        })
+    }
+}
+
+/// Builds every enabled service's pipeline concurrently, off the async runtime's threads
+/// (loading and instantiating plugins blocks). A failure is that service's reason.
+async fn build_pipelines(
+    runtime: &Arc<PluginRuntime>,
+    config: &Config,
+) -> HashMap<String, Result<ServicePipeline, String>> {
+    let builds = config.servers.values().filter(|s| s.enabled).map(|server| {
+        let (runtime, name, adapters, cfg) = (
+            runtime.clone(),
+            server.name.clone(),
+            server.adapters.clone(),
+            server.adapter_config.clone(),
+        );
+        async move {
+            let built = tokio::task::spawn_blocking(move || {
+                ServicePipeline::build(&runtime, &name, &adapters, &cfg)
+            })
+            .await
+            .map_err(|e| format!("plugin setup failed: {e}"))
+            .and_then(|r| r.map_err(|e| e.to_string()));
+            (server.name.clone(), built)
+        }
+    });
+    futures::future::join_all(builds)
+        .await
+        .into_iter()
+        .collect()
+}
+
+impl Inner {
+    /// Catalogs every enabled service: from its tested catalog when that is fresh (no
+    /// connection needed), else — for services from config files — by opening the
+    /// default agent's session. A registry service without a fresh tested catalog
+    /// offers no tools until it is tested.
+    async fn catalog_all(self: &Arc<Self>) {
+        let mut to_connect: Vec<String> = Vec::new();
+        for (name, service) in &self.services {
+            let config = &service.config;
+            if !config.enabled || service.pipeline.is_none() || !config.repair.is_empty() {
+                continue;
+            }
+            let stored = self
+                .registry
+                .catalog(name, &config.launch_digest())
+                .unwrap_or_else(|e| {
+                    tracing::warn!(service = %name, "cannot read the tested catalog: {e}");
+                    None
+                });
+            match stored {
+                Some(catalog) => {
+                    if let Err(reason) = self.name_tools(name, &catalog.tools).await {
+                        service.health().failed = Some(service.secrets().scrub_owned(&reason));
+                    }
+                }
+                None if config.source.is_registry() => {
+                    let why = if self.registry.has_catalog(name).unwrap_or(false) {
+                        "its launch changed since it was tested"
+                    } else {
+                        "it has not been tested"
+                    };
+                    service.health().untested = Some(format!(
+                        "{why}; run `airlock servers test {name}` to offer its tools"
+                    ));
+                }
+                None => to_connect.push(name.clone()),
+            }
+        }
+        let opened = futures::future::join_all(to_connect.iter().map(|name| {
+            let inner = self.clone();
+            async move { (name.clone(), inner.session(DEFAULT_AGENT, name).await) }
+        }))
+        .await;
+        // Names are settled one service at a time, in name order, so namespace
+        // allocation is deterministic and never races.
+        for (name, session) in opened {
+            let outcome = match session {
+                Ok(live) => match live.session.list_tools().await {
+                    Ok(listed) => self.name_tools(&name, &listed).await.map(|_| ()),
+                    Err(e) => Err(e.to_string()),
+                },
+                Err(e) => Err(e.message),
+            };
+            if let Err(reason) = outcome {
+                let service = &self.services[&name];
+                let reason = service.secrets().scrub_owned(&reason);
+                tracing::warn!(service = %name, "service failed: {reason}");
+                service.health().failed = Some(reason);
+                self.pool
+                    .disconnect(DEFAULT_AGENT, &name, "cataloging failed")
+                    .await;
+                self.emit_service_changed(&name);
+            }
+        }
+    }
+
+    /// Names `listed` (MCP tool JSON) under the service's frozen namespace and replaces
+    /// its catalog entries. Returns the tool count.
+    pub(super) async fn name_tools(
+        &self,
+        name: &str,
+        listed: &[serde_json::Value],
+    ) -> Result<usize, String> {
+        let service = &self.services[name];
+        let pipeline = service
+            .pipeline
+            .as_ref()
+            .ok_or("the service has no plugin pipeline")?;
+        check_limits(listed).map_err(|e| e.to_string())?;
+        let redacted = self
+            .redact_value(name, serde_json::Value::Array(listed.to_vec()))
+            .await;
+        let listed = redacted.as_array().map(Vec::as_slice).unwrap_or_default();
+        self.cataloger
+            .name_tools(service.info(), pipeline, listed)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}

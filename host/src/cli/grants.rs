@@ -1,0 +1,84 @@
+//! `airlock grants add|remove|list`: which services an agent may use when Airlock runs
+//! with grants (`airlock serve --access grants`, or an embedder's `AccessMode::Grants`).
+
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use serde_json::json;
+
+use super::Cli;
+use super::common::{data_dir, load_config};
+use crate::registry::Registry;
+
+/// `airlock grants …` (the agent is the global `--agent`).
+#[derive(Debug, Subcommand)]
+pub enum GrantsCommand {
+    /// Grant a service to --agent.
+    Add {
+        /// The service.
+        service: String,
+    },
+    /// Revoke --agent's grant of a service.
+    Remove {
+        /// The service.
+        service: String,
+    },
+    /// List the services granted to --agent.
+    List,
+}
+
+/// Runs `airlock grants`.
+pub fn run(cli: &Cli, command: &GrantsCommand) -> Result<ExitCode, String> {
+    let dir = data_dir(cli);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("data directory \"{}\": {e}", dir.display()))?;
+    let registry = Registry::open(&dir).map_err(|e| e.to_string())?;
+    let agent = &cli.agent;
+    match command {
+        GrantsCommand::Add { service } => {
+            if !load_config(cli)?.servers.contains_key(service) {
+                return Err(format!("no service named \"{service}\""));
+            }
+            let new = registry.grant(agent, service).map_err(|e| e.to_string())?;
+            print(
+                cli,
+                json!({"agent": agent, "service": service, "granted": true, "changed": new}),
+                || println!("granted \"{service}\" to agent \"{agent}\""),
+            );
+        }
+        GrantsCommand::Remove { service } => {
+            let had = registry.revoke(agent, service).map_err(|e| e.to_string())?;
+            print(
+                cli,
+                json!({"agent": agent, "service": service, "granted": false, "changed": had}),
+                || {
+                    if had {
+                        println!("revoked agent \"{agent}\"'s grant of \"{service}\"")
+                    } else {
+                        println!("agent \"{agent}\" had no grant of \"{service}\"")
+                    }
+                },
+            );
+        }
+        GrantsCommand::List => {
+            let services = registry.grants(agent).map_err(|e| e.to_string())?;
+            print(cli, json!({"agent": agent, "services": services}), || {
+                if services.is_empty() {
+                    println!("agent \"{agent}\" holds no grants");
+                }
+                for s in &services {
+                    println!("{s}");
+                }
+            });
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print(cli: &Cli, value: serde_json::Value, text: impl FnOnce()) {
+    if cli.json {
+        println!("{value}");
+    } else {
+        text();
+    }
+}

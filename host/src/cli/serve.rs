@@ -1,0 +1,220 @@
+//! `airlock serve`: the gateway, over stdio (the default) or streamable HTTP
+//! (`--http ADDR`), and `airlock serve tokens add|list|remove` for its bearer tokens.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::Cli;
+use super::common::{data_dir, load_config, options};
+use crate::gateway::tokens::TokenBook;
+use crate::gateway::{HttpOptions, ServeOptions, ToolSurface};
+use crate::results::{COMPACT_PREVIEW, DEFAULT_PREVIEW};
+use crate::{AccessMode, Airlock};
+
+/// Which tools clients see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ToolsArg {
+    /// Every tool of every service, plus Airlock's own.
+    All,
+    /// Only airlock_search_tools, airlock_describe_tool, airlock_call_tool and
+    /// airlock_output.
+    Meta,
+}
+
+/// Who may use which service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AccessArg {
+    /// Every agent may use every enabled service.
+    Open,
+    /// An agent sees and calls only the services granted to it (`airlock grants`).
+    Grants,
+}
+
+/// `airlock serve` arguments.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Serve streamable HTTP at ADDR (endpoint /mcp) instead of stdio; loopback only
+    /// unless --allow-remote.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
+    /// Allow a non-loopback --http address (bearer tokens are then required).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Host names accepted in Host and Origin headers when serving remotely. Repeatable.
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    pub allowed_hosts: Vec<String>,
+    /// Which tools clients see.
+    #[arg(long, value_enum, default_value = "all")]
+    pub tools: ToolsArg,
+    /// Use the compact preview (4 KiB) instead of 48 KiB.
+    #[arg(long)]
+    pub compact: bool,
+    /// Who may use which service.
+    #[arg(long, value_enum, default_value = "open")]
+    pub access: AccessArg,
+    /// Most HTTP sessions at once.
+    #[arg(long, default_value_t = 64)]
+    pub max_sessions: usize,
+    /// Seconds an idle HTTP session is kept.
+    #[arg(long, default_value_t = 1800)]
+    pub session_idle_secs: u64,
+    /// Manage the gateway's bearer tokens instead of serving.
+    #[command(subcommand)]
+    pub command: Option<ServeCommand>,
+}
+
+/// `airlock serve tokens …`
+#[derive(Debug, Subcommand)]
+pub enum ServeCommand {
+    /// Bearer tokens for `airlock serve --http`; each names an agent.
+    Tokens {
+        /// What to do.
+        #[command(subcommand)]
+        command: TokensCommand,
+    },
+}
+
+/// `airlock serve tokens add|list|remove`
+#[derive(Debug, Subcommand)]
+pub enum TokensCommand {
+    /// Make a token for the agent named by --agent; it is printed once.
+    Add,
+    /// List the tokens (never their values).
+    List,
+    /// Remove a token by id, or every token of --agent.
+    Remove {
+        /// The token's id (from `list`); omit it to remove every token of --agent.
+        id: Option<String>,
+    },
+}
+
+/// Runs `airlock serve`.
+pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode, String> {
+    if let Some(ServeCommand::Tokens { command }) = &args.command {
+        return tokens(cli, command);
+    }
+    let mut airlock_options = options(cli)?;
+    let preview = if args.compact {
+        COMPACT_PREVIEW
+    } else {
+        DEFAULT_PREVIEW
+    };
+    airlock_options.result_limits.preview = preview;
+    if args.access == AccessArg::Grants {
+        airlock_options.access.mode = AccessMode::Grants;
+    }
+    let serve = ServeOptions {
+        agent: cli.agent.clone(),
+        tools: match args.tools {
+            ToolsArg::All => ToolSurface::All,
+            ToolsArg::Meta => ToolSurface::Meta,
+        },
+        preview,
+    };
+    // Refuse a remote bind before anything starts.
+    if let Some(addr) = args.http
+        && !addr.ip().is_loopback()
+        && !args.allow_remote
+    {
+        return Err(crate::gateway::HttpError::RemoteNotAllowed(addr).to_string());
+    }
+    let airlock = Airlock::start(load_config(cli)?, airlock_options)
+        .await
+        .map_err(|e| e.to_string())?;
+    let shutdown = CancellationToken::new();
+    tokio::spawn(stop_on_signal(shutdown.clone()));
+    match args.http {
+        None => crate::gateway::serve_stdio(airlock, serve, shutdown)
+            .await
+            .map_err(|e| e.to_string())?,
+        Some(addr) => {
+            let mut http = HttpOptions::new(addr);
+            http.allow_remote = args.allow_remote;
+            http.allowed_hosts = args.allowed_hosts.clone();
+            http.max_sessions = args.max_sessions;
+            http.session_idle = Duration::from_secs(args.session_idle_secs.max(1));
+            let (bound, at) = tokio::sync::oneshot::channel();
+            tokio::spawn(async move {
+                if let Ok(at) = at.await {
+                    eprintln!("airlock serve: listening on http://{at}/mcp");
+                }
+            });
+            crate::gateway::serve_http(airlock, serve, http, &data_dir(cli), shutdown, Some(bound))
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Cancels `shutdown` on SIGTERM or SIGINT.
+async fn stop_on_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    tracing::info!("airlock serve: stopping; closing every upstream session");
+    shutdown.cancel();
+}
+
+fn tokens(cli: &Cli, command: &TokensCommand) -> Result<ExitCode, String> {
+    let book = TokenBook::open(&data_dir(cli)).map_err(|e| e.to_string())?;
+    match command {
+        TokensCommand::Add => {
+            let (id, value) = book.add(&cli.agent).map_err(|e| e.to_string())?;
+            if cli.json {
+                println!("{}", json!({"id": id, "agent": cli.agent, "token": value}));
+            } else {
+                println!("{value}");
+                eprintln!(
+                    "token {id} for agent \"{}\"; it is shown only now. Clients send it as `Authorization: Bearer TOKEN`.",
+                    cli.agent
+                );
+            }
+        }
+        TokensCommand::List => {
+            let list = book.list().map_err(|e| e.to_string())?;
+            if cli.json {
+                println!("{}", json!({ "tokens": list }));
+            } else if list.is_empty() {
+                println!("(no tokens; make one with `airlock serve tokens add --agent NAME`)");
+            } else {
+                for t in list {
+                    println!("{}  agent {}  created {}", t.id, t.agent, t.created_at);
+                }
+            }
+        }
+        TokensCommand::Remove { id: Some(id) } => {
+            let removed = book.remove(id).map_err(|e| e.to_string())?;
+            if cli.json {
+                println!("{}", json!({ "removed": [removed] }));
+            } else {
+                println!(
+                    "removed token {} of agent \"{}\"",
+                    removed.id, removed.agent
+                );
+            }
+        }
+        TokensCommand::Remove { id: None } => {
+            let count = book.remove_agent(&cli.agent).map_err(|e| e.to_string())?;
+            if cli.json {
+                println!("{}", json!({"agent": cli.agent, "removed": count}));
+            } else {
+                println!("removed {count} token(s) of agent \"{}\"", cli.agent);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,638 @@
+//! [`Gateway`] and one downstream session's MCP server handler: the handshake (which
+//! agent this is, its client attached for sampling, elicitation and logs), listings,
+//! calls, resources, prompts, completion, log levels, roots, and the watcher that turns
+//! Airlock's events into `list_changed` and `resources/updated` notifications.
+
+#![allow(deprecated)] // roots, logging and subscriptions: still in every supported revision
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
+    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, LoggingLevel, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    SubscribeRequestParams, UnsubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use super::downstream::DownstreamClient;
+use super::own_tools;
+use super::routes::{PromptRoutes, ResourceRoutes};
+use super::{ServeOptions, ToolSurface};
+use crate::events::Event;
+use crate::{Airlock, CallError, ErrorCode};
+
+/// The agent an HTTP request was authenticated as (put in the request's extensions by
+/// the HTTP layer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AuthenticatedAgent(pub String);
+
+/// The gateway: the Airlock it fronts, how it serves, and how many downstream sessions
+/// each agent has open (an agent's upstream sessions close with its last one).
+pub struct Gateway {
+    pub(crate) airlock: Airlock,
+    pub(crate) options: ServeOptions,
+    open: Mutex<HashMap<String, usize>>,
+}
+
+impl Gateway {
+    /// A gateway in front of `airlock`.
+    pub fn new(airlock: Airlock, options: ServeOptions) -> Self {
+        Gateway {
+            airlock,
+            options,
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The handler of the one stdio session (its agent is the configured one).
+    pub(crate) fn stdio_session(self: &Arc<Self>) -> DownstreamSession {
+        DownstreamSession::new(self.clone(), Some(self.options.agent.clone()))
+    }
+
+    /// A handler for an HTTP session (its agent comes from the request).
+    pub(crate) fn http_session(self: &Arc<Self>) -> DownstreamSession {
+        DownstreamSession::new(self.clone(), None)
+    }
+
+    fn session_opened(&self, agent: &str) {
+        *self
+            .open
+            .lock()
+            .expect("open sessions poisoned")
+            .entry(agent.to_string())
+            .or_default() += 1;
+    }
+
+    /// One downstream session of `agent` ended: with its last one, the agent's client
+    /// is detached and its upstream sessions (and their processes) are closed.
+    async fn session_closed(&self, agent: &str) {
+        let last = {
+            let mut open = self.open.lock().expect("open sessions poisoned");
+            let count = open.entry(agent.to_string()).or_default();
+            *count = count.saturating_sub(1);
+            let last = *count == 0;
+            if last {
+                open.remove(agent);
+            }
+            last
+        };
+        if last {
+            self.airlock.detach_client(agent);
+            self.airlock.disconnect_agent(agent).await;
+        }
+    }
+
+    /// Closes every agent's upstream sessions (the gateway is stopping).
+    pub async fn close_all(&self) {
+        let agents: Vec<String> = self
+            .open
+            .lock()
+            .expect("open sessions poisoned")
+            .drain()
+            .map(|(a, _)| a)
+            .collect();
+        for agent in agents {
+            self.airlock.detach_client(&agent);
+        }
+        self.airlock.clone().close().await;
+    }
+
+    /// The downstream sessions open per agent.
+    pub fn open_sessions(&self) -> HashMap<String, usize> {
+        self.open.lock().expect("open sessions poisoned").clone()
+    }
+}
+
+/// What one downstream session remembers.
+#[derive(Default)]
+pub(crate) struct SessionState {
+    /// The agent, once known (at `initialize`, or fixed for stdio).
+    agent: OnceLock<String>,
+    /// Set once the session counts as open (its close then releases the agent).
+    opened: std::sync::atomic::AtomicBool,
+    /// The lowest log level the client wants (`logging/setLevel`).
+    pub(crate) log_level: Mutex<Option<LoggingLevel>>,
+    /// The resources the client subscribed to: (service, server URI).
+    subscriptions: Mutex<HashSet<(String, String)>>,
+    /// How resource URIs and prompt names map to services, from the last listing.
+    resources: Mutex<ResourceRoutes>,
+    prompts: Mutex<PromptRoutes>,
+    watcher: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    gateway: OnceLock<Weak<Gateway>>,
+}
+
+impl Drop for SessionState {
+    fn drop(&mut self) {
+        if let Some(watcher) = self.watcher.lock().ok().and_then(|mut w| w.take()) {
+            watcher.abort();
+        }
+        if !self.opened.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let (Some(agent), Some(gateway)) = (
+            self.agent.get().cloned(),
+            self.gateway.get().and_then(Weak::upgrade),
+        ) else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { gateway.session_closed(&agent).await });
+        }
+    }
+}
+
+/// The MCP server handler of one downstream session.
+#[derive(Clone)]
+pub struct DownstreamSession {
+    gateway: Arc<Gateway>,
+    state: Arc<SessionState>,
+}
+
+fn internal(e: impl std::fmt::Display) -> McpError {
+    McpError::internal_error(e.to_string(), None)
+}
+
+/// A library error as a JSON-RPC error (for methods other than `tools/call`, whose
+/// refusals are tool errors): the code travels in `data`.
+pub(crate) fn rpc_error(e: CallError) -> McpError {
+    let data = Some(json!({"error": e.code}));
+    match e.code {
+        ErrorCode::InvalidArguments | ErrorCode::UnknownTool => {
+            McpError::invalid_params(e.message, data)
+        }
+        _ => McpError::new(rmcp::model::ErrorCode::INTERNAL_ERROR, e.message, data),
+    }
+}
+
+/// Parses an rmcp result type from JSON built by the gateway.
+pub(crate) fn from_json<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, McpError> {
+    serde_json::from_value(value).map_err(internal)
+}
+
+impl DownstreamSession {
+    fn new(gateway: Arc<Gateway>, agent: Option<String>) -> Self {
+        let state = SessionState::default();
+        if let Some(agent) = agent {
+            let _ = state.agent.set(agent);
+        }
+        let _ = state.gateway.set(Arc::downgrade(&gateway));
+        DownstreamSession {
+            gateway,
+            state: Arc::new(state),
+        }
+    }
+
+    fn airlock(&self) -> &Airlock {
+        &self.gateway.airlock
+    }
+
+    /// This session's agent: fixed (stdio), learned at `initialize`, or — for a request
+    /// without a session (2026-07-28) — the one its HTTP request was authenticated as.
+    fn agent(&self, ctx: Option<&RequestContext<RoleServer>>) -> String {
+        if let Some(agent) = self.state.agent.get() {
+            return agent.clone();
+        }
+        ctx.and_then(request_agent)
+            .unwrap_or_else(|| self.gateway.options.agent.clone())
+    }
+
+    /// Starts turning Airlock's events into notifications to this client.
+    fn watch(&self, peer: rmcp::Peer<RoleServer>, agent: String) {
+        let mut events = self.airlock().events();
+        let state = Arc::downgrade(&self.state);
+        let surface = self.gateway.options.tools;
+        let watcher = tokio::spawn(async move {
+            loop {
+                let event = match events.recv().await {
+                    Ok(event) => event,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(_) => return,
+                };
+                let Some(state) = state.upgrade() else { return };
+                let sent = match event {
+                    Event::ToolsChanged { .. } if surface == ToolSurface::All => {
+                        peer.notify_tool_list_changed().await
+                    }
+                    Event::GrantsChanged { agent: a, .. }
+                        if a == agent && surface == ToolSurface::All =>
+                    {
+                        peer.notify_tool_list_changed().await
+                    }
+                    Event::ResourcesChanged { .. } => peer.notify_resource_list_changed().await,
+                    Event::PromptsChanged { .. } => peer.notify_prompt_list_changed().await,
+                    Event::ResourceUpdated { service, uri } => {
+                        let subscribed = state
+                            .subscriptions
+                            .lock()
+                            .expect("subscriptions poisoned")
+                            .contains(&(service.clone(), uri.clone()));
+                        if !subscribed {
+                            continue;
+                        }
+                        let exposed = state
+                            .resources
+                            .lock()
+                            .expect("routes poisoned")
+                            .exposed(&service, &uri);
+                        peer.notify_resource_updated(
+                            rmcp::model::ResourceUpdatedNotificationParam::new(exposed),
+                        )
+                        .await
+                    }
+                    _ => continue,
+                };
+                if sent.is_err() {
+                    return;
+                }
+            }
+        });
+        if let Some(old) = self
+            .state
+            .watcher
+            .lock()
+            .expect("watcher poisoned")
+            .replace(watcher)
+        {
+            old.abort();
+        }
+    }
+
+    /// Asks the client for its roots and makes them the agent's.
+    async fn refresh_roots(&self, peer: &rmcp::Peer<RoleServer>, agent: &str) {
+        let supports_roots = peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.roots.is_some());
+        if !supports_roots {
+            return;
+        }
+        match peer.list_roots().await {
+            Ok(listed) => {
+                let roots = listed.roots.into_iter().map(|r| r.uri).collect();
+                self.airlock().set_roots(agent, roots).await;
+            }
+            Err(e) => tracing::warn!(agent, "cannot read the client's roots: {e}"),
+        }
+    }
+
+    fn instructions(&self, agent: &str) -> String {
+        let mut text = self.airlock().instructions_for(agent);
+        text.push_str("\n\n");
+        text.push_str(own_tools::INSTRUCTIONS);
+        text
+    }
+}
+
+/// The agent an HTTP request was authenticated as, if it came over HTTP.
+fn request_agent(ctx: &RequestContext<RoleServer>) -> Option<String> {
+    ctx.extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<AuthenticatedAgent>())
+        .map(|a| a.0.clone())
+}
+
+impl ServerHandler for DownstreamSession {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities: ServerCapabilities = serde_json::from_value(json!({
+            "tools": {"listChanged": true},
+            "resources": {"listChanged": true, "subscribe": true},
+            "prompts": {"listChanged": true},
+            "logging": {},
+            "completions": {},
+        }))
+        .expect("a valid capabilities object");
+        let agent = self.agent(None);
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("airlock", env!("CARGO_PKG_VERSION")))
+            .with_instructions(self.instructions(&agent))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        ctx.peer.set_peer_info(request.clone());
+        let agent = match self.state.agent.get() {
+            Some(agent) => agent.clone(),
+            None => {
+                let agent =
+                    request_agent(&ctx).unwrap_or_else(|| self.gateway.options.agent.clone());
+                let _ = self.state.agent.set(agent.clone());
+                agent
+            }
+        };
+        if !self
+            .state
+            .opened
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            self.gateway.session_opened(&agent);
+        }
+        let client = DownstreamClient::new(ctx.peer.clone(), &request, Arc::downgrade(&self.state));
+        self.airlock().attach_client(&agent, Arc::new(client)).await;
+        self.watch(ctx.peer.clone(), agent.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        result.instructions = Some(self.instructions(&agent));
+        Ok(result)
+    }
+
+    async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
+        let agent = self.agent(None);
+        let this = self.clone();
+        // Asking the client for its roots is a request to it: not from inside the
+        // notification handler, which the client may be waiting on.
+        tokio::spawn(async move { this.refresh_roots(&ctx.peer, &agent).await });
+    }
+
+    async fn on_roots_list_changed(&self, ctx: NotificationContext<RoleServer>) {
+        let agent = self.agent(None);
+        let this = self.clone();
+        tokio::spawn(async move { this.refresh_roots(&ctx.peer, &agent).await });
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let agent = self.agent(Some(&ctx));
+        let mut tools = own_tools::definitions(self.gateway.options.tools);
+        if self.gateway.options.tools == ToolSurface::All {
+            for tool in self.airlock().tools_for(&agent) {
+                if own_tools::is_own(&tool.name) {
+                    tracing::warn!(tool = %tool.name, "a service tool is shadowed by Airlock's own tool of the same name");
+                    continue;
+                }
+                tools.push(own_tools::catalog_tool_json(&tool));
+            }
+        }
+        from_json(json!({ "tools": tools }))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let agent = self.agent(Some(&ctx));
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let result = own_tools::call(&self.gateway, &agent, &request.name, arguments, &ctx).await;
+        Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let agent = self.agent(Some(&ctx));
+        let listed = self
+            .airlock()
+            .list_resources(&agent, None)
+            .await
+            .map_err(rpc_error)?;
+        let exposed = self
+            .state
+            .resources
+            .lock()
+            .expect("routes poisoned")
+            .learn_resources(listed);
+        from_json(json!({ "resources": exposed }))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let agent = self.agent(Some(&ctx));
+        let listed = self
+            .airlock()
+            .list_resource_templates(&agent, None)
+            .await
+            .map_err(rpc_error)?;
+        let exposed = self
+            .state
+            .resources
+            .lock()
+            .expect("routes poisoned")
+            .learn_templates(listed);
+        from_json(json!({ "resourceTemplates": exposed }))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let agent = self.agent(Some(&ctx));
+        let (service, uri) = self.route_resource(&agent, &request.uri).await?;
+        let mut value = self
+            .airlock()
+            .read_resource(&agent, &service, &uri)
+            .await
+            .map_err(rpc_error)?;
+        if let Some(contents) = value.get_mut("contents").and_then(Value::as_array_mut) {
+            for item in contents {
+                if item.get("uri").and_then(Value::as_str) == Some(uri.as_str()) {
+                    item["uri"] = json!(request.uri);
+                }
+            }
+        }
+        let result: rmcp::model::ReadResourceResult = from_json(value)?;
+        Ok(result.into())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let agent = self.agent(Some(&ctx));
+        let (service, uri) = self.route_resource(&agent, &request.uri).await?;
+        self.airlock()
+            .subscribe_resource(&agent, &service, &uri, true)
+            .await
+            .map_err(rpc_error)?;
+        self.state
+            .subscriptions
+            .lock()
+            .expect("subscriptions poisoned")
+            .insert((service, uri));
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let agent = self.agent(Some(&ctx));
+        let (service, uri) = self.route_resource(&agent, &request.uri).await?;
+        self.state
+            .subscriptions
+            .lock()
+            .expect("subscriptions poisoned")
+            .remove(&(service.clone(), uri.clone()));
+        self.airlock()
+            .subscribe_resource(&agent, &service, &uri, false)
+            .await
+            .map_err(rpc_error)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let agent = self.agent(Some(&ctx));
+        let listed = self
+            .airlock()
+            .list_prompts(&agent, None)
+            .await
+            .map_err(rpc_error)?;
+        let exposed = self
+            .state
+            .prompts
+            .lock()
+            .expect("routes poisoned")
+            .learn(listed);
+        from_json(json!({ "prompts": exposed }))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let agent = self.agent(Some(&ctx));
+        let (service, name) = self.route_prompt(&agent, &request.name).await?;
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let value = self
+            .airlock()
+            .get_prompt(&agent, &service, &name, arguments)
+            .await
+            .map_err(rpc_error)?;
+        let result: rmcp::model::GetPromptResult = from_json(value)?;
+        Ok(result.into())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let agent = self.agent(Some(&ctx));
+        let mut params = serde_json::to_value(&request).map_err(internal)?;
+        let reference = params.get("ref").cloned().unwrap_or_default();
+        let service = match reference.get("type").and_then(Value::as_str) {
+            Some("ref/prompt") => {
+                let exposed = reference["name"].as_str().unwrap_or_default();
+                let (service, name) = self.route_prompt(&agent, exposed).await?;
+                params["ref"]["name"] = json!(name);
+                service
+            }
+            Some("ref/resource") => {
+                let exposed = reference["uri"].as_str().unwrap_or_default();
+                let (service, uri) = self.route_resource(&agent, exposed).await?;
+                params["ref"]["uri"] = json!(uri);
+                service
+            }
+            _ => {
+                return Err(McpError::invalid_params(
+                    "completion/complete needs a ref/prompt or ref/resource reference",
+                    None,
+                ));
+            }
+        };
+        let value = self
+            .airlock()
+            .complete(&agent, &service, params)
+            .await
+            .map_err(rpc_error)?;
+        from_json(value)
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let agent = self.agent(Some(&ctx));
+        *self.state.log_level.lock().expect("log level poisoned") = Some(request.level);
+        let level = serde_json::to_value(request.level).map_err(internal)?;
+        let level = level.as_str().unwrap_or("info").to_string();
+        self.airlock().set_log_level(&agent, &level).await;
+        Ok(())
+    }
+}
+
+impl DownstreamSession {
+    /// The (service, server URI) a downstream resource URI names: from the last listing,
+    /// the explicit `airlock://SERVICE/…` form, a matching resource template, or the only
+    /// service offering resources.
+    async fn route_resource(
+        &self,
+        agent: &str,
+        exposed: &str,
+    ) -> Result<(String, String), McpError> {
+        if let Some(found) = self
+            .state
+            .resources
+            .lock()
+            .expect("routes poisoned")
+            .route(exposed)
+        {
+            return Ok(found);
+        }
+        // Not seen yet: learn the listings, then try again.
+        let listed = self
+            .airlock()
+            .list_resources(agent, None)
+            .await
+            .map_err(rpc_error)?;
+        let templates = self
+            .airlock()
+            .list_resource_templates(agent, None)
+            .await
+            .map_err(rpc_error)?;
+        let mut routes = self.state.resources.lock().expect("routes poisoned");
+        routes.learn_resources(listed);
+        routes.learn_templates(templates);
+        routes.route(exposed).ok_or_else(|| {
+            McpError::resource_not_found(
+                format!("no service offers the resource \"{exposed}\""),
+                None,
+            )
+        })
+    }
+
+    /// The (service, server prompt name) a downstream prompt name names.
+    async fn route_prompt(&self, agent: &str, exposed: &str) -> Result<(String, String), McpError> {
+        if let Some(found) = self
+            .state
+            .prompts
+            .lock()
+            .expect("routes poisoned")
+            .route(exposed)
+        {
+            return Ok(found);
+        }
+        let listed = self
+            .airlock()
+            .list_prompts(agent, None)
+            .await
+            .map_err(rpc_error)?;
+        let mut routes = self.state.prompts.lock().expect("routes poisoned");
+        routes.learn(listed);
+        routes.route(exposed).ok_or_else(|| {
+            McpError::invalid_params(format!("no service offers the prompt \"{exposed}\""), None)
+        })
+    }
+}

@@ -1,0 +1,79 @@
+//! [`AgentClient`]: the agent's own MCP client, as the servers it uses reach it through
+//! Airlock — the sampling and elicitation requests a server sends during a call, and the
+//! server's log messages. The gateway implements it with the downstream client; an
+//! embedder may implement it with its own model and UI. Without one, servers are told
+//! in the handshake that Airlock does not sample or elicit, and a request anyway is
+//! refused cleanly.
+
+// Sampling, elicitation and logging are deprecated in the 2026 drafts (SEP-2577) but used
+// by every revision Airlock speaks; they stay behind this trait so they can be retired.
+#![allow(deprecated)]
+
+use std::future::Future;
+use std::pin::Pin;
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
+    LoggingMessageNotificationParam,
+};
+
+/// A boxed future an [`AgentClient`] answers with.
+pub type AgentFuture<T> = Pin<Box<dyn Future<Output = Result<T, McpError>> + Send>>;
+
+/// What the agent's client can answer, declared to servers in the handshake.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgentCapabilities {
+    /// It answers `sampling/createMessage`.
+    pub sampling: bool,
+    /// It answers `elicitation/create`.
+    pub elicitation: bool,
+}
+
+/// The agent's own client, reached by the servers the agent uses.
+///
+/// Everything Airlock passes here comes from a server and has already had the service's
+/// known secrets scrubbed.
+pub trait AgentClient: Send + Sync + 'static {
+    /// What this client answers.
+    fn capabilities(&self) -> AgentCapabilities;
+
+    /// A server (`service`) asks the agent's model for a message.
+    fn create_message(
+        &self,
+        service: String,
+        params: CreateMessageRequestParams,
+    ) -> AgentFuture<CreateMessageResult>;
+
+    /// A server (`service`) asks the agent's user for input.
+    fn elicit(&self, service: String, params: ElicitRequestParams) -> AgentFuture<ElicitResult>;
+
+    /// A server (`service`) logged a message.
+    fn log(&self, service: &str, message: LoggingMessageNotificationParam);
+}
+
+/// Where a session finds its agent's client when a server asks for something: the
+/// agent's current client, replaced when the agent's downstream client changes (a new
+/// gateway session for the same agent), so sessions never answer through a client that
+/// has gone away.
+#[derive(Default)]
+pub struct AgentLink {
+    client: std::sync::RwLock<Option<std::sync::Arc<dyn AgentClient>>>,
+}
+
+impl AgentLink {
+    /// The agent's client now, if it has one.
+    pub fn get(&self) -> Option<std::sync::Arc<dyn AgentClient>> {
+        self.client.read().expect("agent link poisoned").clone()
+    }
+
+    /// Makes `client` the agent's client (`None` forgets it).
+    pub fn set(&self, client: Option<std::sync::Arc<dyn AgentClient>>) {
+        *self.client.write().expect("agent link poisoned") = client;
+    }
+
+    /// What the current client answers (nothing without one).
+    pub fn capabilities(&self) -> AgentCapabilities {
+        self.get().map(|c| c.capabilities()).unwrap_or_default()
+    }
+}

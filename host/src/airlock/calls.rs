@@ -334,12 +334,13 @@ impl Airlock {
 }
 
 impl super::Inner {
-    /// The service a tool name not in the catalog belongs to, when that service could
-    /// not start (its plugins were refused, it needs repair…): the name carries the
+    /// The service a tool name not in the catalog belongs to, when that service cannot
+    /// run at all (its plugins were refused, or it needs repair): the name carries the
     /// service's namespace. With the reason, so the caller learns why.
     fn unavailable_owner(&self, tool: &str) -> Option<(String, String)> {
         self.services.iter().find_map(|(name, service)| {
-            if !service.config.enabled {
+            let broken = service.pipeline.is_none() || !service.config.repair.is_empty();
+            if !service.config.enabled || !broken {
                 return None;
             }
             let reason = service.health().failed.clone()?;

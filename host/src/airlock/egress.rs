@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::Inner;
-use crate::CallError;
+use crate::error::CallError;
 use crate::plugin::{Secret, ServicePipeline};
 use crate::secrets::KnownSecrets;
 

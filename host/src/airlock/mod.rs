@@ -7,6 +7,8 @@
 //!
 //! The facade imports every layer below it (config, launch, transport, session, plugin,
 //! catalog, results, registry, secrets); nothing below imports it.
+//!
+//! Layer 7 (facade). May import every layer below it.
 
 mod access;
 mod calls;
@@ -191,7 +193,7 @@ impl Airlock {
         service: &str,
         output_id: &str,
         offset: usize,
-    ) -> Result<Page, crate::CallError> {
+    ) -> Result<Page, crate::error::CallError> {
         self.read_output_as(DEFAULT_AGENT, service, output_id, offset)
     }
 
@@ -219,7 +221,11 @@ impl Inner {
 
     /// `error` (from `service`'s server or session) with the service's known secrets
     /// scrubbed from its message.
-    fn scrub_error(&self, service: &str, mut error: crate::CallError) -> crate::CallError {
+    fn scrub_error(
+        &self,
+        service: &str,
+        mut error: crate::error::CallError,
+    ) -> crate::error::CallError {
         if let Some(svc) = self.service(service) {
             error.message = svc.secrets().scrub_owned(&error.message);
         }

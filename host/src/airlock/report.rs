@@ -178,7 +178,7 @@ impl super::Airlock {
             .keys()
             .filter(|name| {
                 self.inner
-                    .authorize(&crate::AccessRequest::Service {
+                    .authorize(&super::AccessRequest::Service {
                         agent,
                         service: name,
                         operation: "status",
@@ -206,7 +206,7 @@ impl super::Airlock {
             let usable = service.config.enabled
                 && service.pipeline.is_some()
                 && inner
-                    .authorize(&crate::AccessRequest::Service {
+                    .authorize(&super::AccessRequest::Service {
                         agent,
                         service: name,
                         operation: "instructions",

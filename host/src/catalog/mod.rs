@@ -1,5 +1,7 @@
 //! The catalog: every tool Airlock offers, by qualified name, with the service and raw
 //! tool name a call is routed to. Names are unique across all services.
+//!
+//! Layer 5 (catalog). May import: `plugin`, `registry`, `digest`.
 
 mod naming;
 mod schema;

@@ -4,6 +4,8 @@
 //!
 //! This module owns the argument types ([`Cli`], [`Command`]), [`run`] and the routing;
 //! shared set-up is in `common`, the commands themselves in their own modules.
+//!
+//! Layer 8 (client of the facade). May import anything; nothing imports it.
 
 mod calls;
 mod common;

@@ -1,6 +1,8 @@
 //! Configuration: the `airlock.toml` / JSON format, where the files live, how they merge
 //! (a server defined in a later file replaces the earlier definition whole), `${VAR}`
 //! expansion, and field-by-field validation with errors naming the server and the file.
+//!
+//! Layer 1 (config). May import: `secrets`, `digest`.
 
 mod expand;
 mod parse;

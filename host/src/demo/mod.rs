@@ -2,6 +2,8 @@
 //! process of the `airlock` binary via the hidden `demo-server` command) and the
 //! walk-through that shows a newcomer the catalog, redaction, content conversion, and a
 //! plugin swapped by configuration alone.
+//!
+//! Layer 8 (client of the facade). May import the facade and `config`.
 
 pub mod server;
 mod walkthrough;

@@ -4,7 +4,7 @@
 
 #![allow(deprecated)] // sampling and logging: see `session::agent`
 
-use std::sync::Weak;
+use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
     ClientResult, CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult,
@@ -14,22 +14,42 @@ use rmcp::model::{
 use rmcp::service::ServiceError;
 use rmcp::{ErrorData as McpError, Peer, RoleServer};
 
-use super::handler::SessionState;
 use crate::session::{AgentCapabilities, AgentClient, AgentFuture};
+
+/// The lowest log level a downstream client asked for (`logging/setLevel`); every
+/// message passes until it asks.
+#[derive(Default)]
+pub struct LogFilter {
+    level: Mutex<Option<rmcp::model::LoggingLevel>>,
+}
+
+impl LogFilter {
+    /// Sets the lowest level the client wants.
+    pub fn set(&self, level: rmcp::model::LoggingLevel) {
+        *self.level.lock().expect("log filter poisoned") = Some(level);
+    }
+
+    /// Whether a message at `level` goes to the client.
+    pub fn allows(&self, level: rmcp::model::LoggingLevel) -> bool {
+        let wanted = *self.level.lock().expect("log filter poisoned");
+        wanted.is_none_or(|min| severity(level) >= severity(min))
+    }
+}
 
 /// The downstream client of one session, answering for the agent.
 pub struct DownstreamClient {
     peer: Peer<RoleServer>,
     capabilities: AgentCapabilities,
-    session: Weak<SessionState>,
+    logs: Arc<LogFilter>,
 }
 
 impl DownstreamClient {
-    /// The client that sent `request` (its `initialize`), reached through `peer`.
+    /// The client that sent `request` (its `initialize`), reached through `peer`, its
+    /// log messages filtered by `logs`.
     pub fn new(
         peer: Peer<RoleServer>,
         request: &InitializeRequestParams,
-        session: Weak<SessionState>,
+        logs: Arc<LogFilter>,
     ) -> Self {
         DownstreamClient {
             peer,
@@ -37,7 +57,7 @@ impl DownstreamClient {
                 sampling: request.capabilities.sampling.is_some(),
                 elicitation: request.capabilities.elicitation.is_some(),
             },
-            session,
+            logs,
         }
     }
 }
@@ -90,11 +110,7 @@ impl AgentClient for DownstreamClient {
     }
 
     fn log(&self, _service: &str, message: LoggingMessageNotificationParam) {
-        let wanted = self
-            .session
-            .upgrade()
-            .and_then(|s| *s.log_level.lock().expect("log level poisoned"));
-        if wanted.is_some_and(|min| severity(message.level) < severity(min)) {
+        if !self.logs.allows(message.level) {
             return;
         }
         let peer = self.peer.clone();

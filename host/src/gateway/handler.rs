@@ -12,20 +12,21 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
     GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
     InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, LoggingLevel, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-    SubscribeRequestParams, UnsubscribeRequestParams,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
-use super::downstream::DownstreamClient;
-use super::own_tools;
-use super::routes::{PromptRoutes, ResourceRoutes};
+use super::downstream::{DownstreamClient, LogFilter};
+use super::own_tools::{self, Served};
+use super::results::rpc_error;
+use super::routes::Routes;
 use super::{ServeOptions, ToolSurface};
+use crate::Airlock;
 use crate::events::Event;
-use crate::{Airlock, CallError, ErrorCode};
 
 /// The agent an HTTP request was authenticated as (put in the request's extensions by
 /// the HTTP layer).
@@ -117,12 +118,11 @@ pub(crate) struct SessionState {
     /// Set once the session counts as open (its close then releases the agent).
     opened: std::sync::atomic::AtomicBool,
     /// The lowest log level the client wants (`logging/setLevel`).
-    pub(crate) log_level: Mutex<Option<LoggingLevel>>,
+    logs: Arc<LogFilter>,
     /// The resources the client subscribed to: (service, server URI).
     subscriptions: Mutex<HashSet<(String, String)>>,
-    /// How resource URIs and prompt names map to services, from the last listing.
-    resources: Mutex<ResourceRoutes>,
-    prompts: Mutex<PromptRoutes>,
+    /// How resource URIs and prompt names map to services.
+    routes: Routes,
     watcher: Mutex<Option<tokio::task::JoinHandle<()>>>,
     gateway: OnceLock<Weak<Gateway>>,
 }
@@ -156,18 +156,6 @@ pub struct DownstreamSession {
 
 fn internal(e: impl std::fmt::Display) -> McpError {
     McpError::internal_error(e.to_string(), None)
-}
-
-/// A library error as a JSON-RPC error (for methods other than `tools/call`, whose
-/// refusals are tool errors): the code travels in `data`.
-pub(crate) fn rpc_error(e: CallError) -> McpError {
-    let data = Some(json!({"error": e.code}));
-    match e.code {
-        ErrorCode::InvalidArguments | ErrorCode::UnknownTool => {
-            McpError::invalid_params(e.message, data)
-        }
-        _ => McpError::new(rmcp::model::ErrorCode::INTERNAL_ERROR, e.message, data),
-    }
 }
 
 /// Parses an rmcp result type from JSON built by the gateway.
@@ -235,11 +223,7 @@ impl DownstreamSession {
                         if !subscribed {
                             continue;
                         }
-                        let exposed = state
-                            .resources
-                            .lock()
-                            .expect("routes poisoned")
-                            .exposed(&service, &uri);
+                        let exposed = state.routes.exposed(&service, &uri);
                         peer.notify_resource_updated(
                             rmcp::model::ResourceUpdatedNotificationParam::new(exposed),
                         )
@@ -334,7 +318,7 @@ impl ServerHandler for DownstreamSession {
         {
             self.gateway.session_opened(&agent);
         }
-        let client = DownstreamClient::new(ctx.peer.clone(), &request, Arc::downgrade(&self.state));
+        let client = DownstreamClient::new(ctx.peer.clone(), &request, self.state.logs.clone());
         self.airlock().attach_client(&agent, Arc::new(client)).await;
         self.watch(ctx.peer.clone(), agent.clone());
         let mut result = self.negotiate_initialize(&request)?;
@@ -382,7 +366,11 @@ impl ServerHandler for DownstreamSession {
     ) -> Result<CallToolResponse, McpError> {
         let agent = self.agent(Some(&ctx));
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let result = own_tools::call(&self.gateway, &agent, &request.name, arguments, &ctx).await;
+        let served = Served {
+            airlock: self.airlock(),
+            options: &self.gateway.options,
+        };
+        let result = own_tools::call(&served, &agent, &request.name, arguments, &ctx).await;
         Ok(result.into())
     }
 
@@ -392,17 +380,11 @@ impl ServerHandler for DownstreamSession {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let agent = self.agent(Some(&ctx));
-        let listed = self
-            .airlock()
-            .list_resources(&agent, None)
-            .await
-            .map_err(rpc_error)?;
         let exposed = self
             .state
-            .resources
-            .lock()
-            .expect("routes poisoned")
-            .learn_resources(listed);
+            .routes
+            .list_resources(self.airlock(), &agent)
+            .await?;
         from_json(json!({ "resources": exposed }))
     }
 
@@ -412,17 +394,11 @@ impl ServerHandler for DownstreamSession {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
         let agent = self.agent(Some(&ctx));
-        let listed = self
-            .airlock()
-            .list_resource_templates(&agent, None)
-            .await
-            .map_err(rpc_error)?;
         let exposed = self
             .state
-            .resources
-            .lock()
-            .expect("routes poisoned")
-            .learn_templates(listed);
+            .routes
+            .list_templates(self.airlock(), &agent)
+            .await?;
         from_json(json!({ "resourceTemplates": exposed }))
     }
 
@@ -432,7 +408,11 @@ impl ServerHandler for DownstreamSession {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let agent = self.agent(Some(&ctx));
-        let (service, uri) = self.route_resource(&agent, &request.uri).await?;
+        let (service, uri) = self
+            .state
+            .routes
+            .resource(self.airlock(), &agent, &request.uri)
+            .await?;
         let mut value = self
             .airlock()
             .read_resource(&agent, &service, &uri)
@@ -455,7 +435,11 @@ impl ServerHandler for DownstreamSession {
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let agent = self.agent(Some(&ctx));
-        let (service, uri) = self.route_resource(&agent, &request.uri).await?;
+        let (service, uri) = self
+            .state
+            .routes
+            .resource(self.airlock(), &agent, &request.uri)
+            .await?;
         self.airlock()
             .subscribe_resource(&agent, &service, &uri, true)
             .await
@@ -474,7 +458,11 @@ impl ServerHandler for DownstreamSession {
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let agent = self.agent(Some(&ctx));
-        let (service, uri) = self.route_resource(&agent, &request.uri).await?;
+        let (service, uri) = self
+            .state
+            .routes
+            .resource(self.airlock(), &agent, &request.uri)
+            .await?;
         self.state
             .subscriptions
             .lock()
@@ -492,17 +480,11 @@ impl ServerHandler for DownstreamSession {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
         let agent = self.agent(Some(&ctx));
-        let listed = self
-            .airlock()
-            .list_prompts(&agent, None)
-            .await
-            .map_err(rpc_error)?;
         let exposed = self
             .state
-            .prompts
-            .lock()
-            .expect("routes poisoned")
-            .learn(listed);
+            .routes
+            .list_prompts(self.airlock(), &agent)
+            .await?;
         from_json(json!({ "prompts": exposed }))
     }
 
@@ -512,7 +494,11 @@ impl ServerHandler for DownstreamSession {
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
         let agent = self.agent(Some(&ctx));
-        let (service, name) = self.route_prompt(&agent, &request.name).await?;
+        let (service, name) = self
+            .state
+            .routes
+            .prompt(self.airlock(), &agent, &request.name)
+            .await?;
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let value = self
             .airlock()
@@ -534,13 +520,21 @@ impl ServerHandler for DownstreamSession {
         let service = match reference.get("type").and_then(Value::as_str) {
             Some("ref/prompt") => {
                 let exposed = reference["name"].as_str().unwrap_or_default();
-                let (service, name) = self.route_prompt(&agent, exposed).await?;
+                let (service, name) = self
+                    .state
+                    .routes
+                    .prompt(self.airlock(), &agent, exposed)
+                    .await?;
                 params["ref"]["name"] = json!(name);
                 service
             }
             Some("ref/resource") => {
                 let exposed = reference["uri"].as_str().unwrap_or_default();
-                let (service, uri) = self.route_resource(&agent, exposed).await?;
+                let (service, uri) = self
+                    .state
+                    .routes
+                    .resource(self.airlock(), &agent, exposed)
+                    .await?;
                 params["ref"]["uri"] = json!(uri);
                 service
             }
@@ -565,74 +559,10 @@ impl ServerHandler for DownstreamSession {
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let agent = self.agent(Some(&ctx));
-        *self.state.log_level.lock().expect("log level poisoned") = Some(request.level);
+        self.state.logs.set(request.level);
         let level = serde_json::to_value(request.level).map_err(internal)?;
         let level = level.as_str().unwrap_or("info").to_string();
         self.airlock().set_log_level(&agent, &level).await;
         Ok(())
-    }
-}
-
-impl DownstreamSession {
-    /// The (service, server URI) a downstream resource URI names: from the last listing,
-    /// the explicit `airlock://SERVICE/…` form, a matching resource template, or the only
-    /// service offering resources.
-    async fn route_resource(
-        &self,
-        agent: &str,
-        exposed: &str,
-    ) -> Result<(String, String), McpError> {
-        if let Some(found) = self
-            .state
-            .resources
-            .lock()
-            .expect("routes poisoned")
-            .route(exposed)
-        {
-            return Ok(found);
-        }
-        // Not seen yet: learn the listings, then try again.
-        let listed = self
-            .airlock()
-            .list_resources(agent, None)
-            .await
-            .map_err(rpc_error)?;
-        let templates = self
-            .airlock()
-            .list_resource_templates(agent, None)
-            .await
-            .map_err(rpc_error)?;
-        let mut routes = self.state.resources.lock().expect("routes poisoned");
-        routes.learn_resources(listed);
-        routes.learn_templates(templates);
-        routes.route(exposed).ok_or_else(|| {
-            McpError::resource_not_found(
-                format!("no service offers the resource \"{exposed}\""),
-                None,
-            )
-        })
-    }
-
-    /// The (service, server prompt name) a downstream prompt name names.
-    async fn route_prompt(&self, agent: &str, exposed: &str) -> Result<(String, String), McpError> {
-        if let Some(found) = self
-            .state
-            .prompts
-            .lock()
-            .expect("routes poisoned")
-            .route(exposed)
-        {
-            return Ok(found);
-        }
-        let listed = self
-            .airlock()
-            .list_prompts(agent, None)
-            .await
-            .map_err(rpc_error)?;
-        let mut routes = self.state.prompts.lock().expect("routes poisoned");
-        routes.learn(listed);
-        routes.route(exposed).ok_or_else(|| {
-            McpError::invalid_params(format!("no service offers the prompt \"{exposed}\""), None)
-        })
     }
 }

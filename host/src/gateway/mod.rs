@@ -11,6 +11,10 @@
 //! the compact surface `airlock_describe_tool` and `airlock_call_tool`), unique resource
 //! URIs and prompt names across services, and the HTTP rules (loopback by default,
 //! bearer tokens, Origin and Host checks, limits).
+//!
+//! Layer 8 (client of the facade). May import: the facade (`airlock`), `session` (the
+//! agent-client trait), `registry`, `secrets` and `digest` (tokens), `results` (limits),
+//! `catalog` (tool types), `events`, `error`.
 
 mod downstream;
 mod handler;

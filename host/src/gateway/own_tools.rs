@@ -11,11 +11,18 @@ use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::handler::Gateway;
-use super::{ToolSurface, results};
+use super::{ServeOptions, ToolSurface, results};
 use crate::catalog::CatalogTool;
 use crate::session::ProgressUpdate;
-use crate::{CallError, CallOptions, ErrorCode};
+use crate::{Airlock, CallError, CallOptions, ErrorCode};
+
+/// What the own tools run against: the Airlock and how it is served.
+pub struct Served<'a> {
+    /// The Airlock behind the gateway.
+    pub airlock: &'a Airlock,
+    /// How it is served.
+    pub options: &'a ServeOptions,
+}
 
 /// How the gateway's tools are explained to the model (appended to the server's
 /// instructions).
@@ -134,7 +141,7 @@ fn string_arg<'a>(args: &'a Value, key: &str) -> Result<&'a str, CallError> {
 
 /// Runs `tools/call` for `name`: one of Airlock's own tools, or a catalog tool.
 pub async fn call(
-    gateway: &Gateway,
+    gateway: &Served<'_>,
     agent: &str,
     name: &str,
     arguments: Value,
@@ -169,7 +176,7 @@ pub async fn call(
 
 /// A catalog tool call with the client's progress token and cancellation.
 async fn call_catalog(
-    gateway: &Gateway,
+    gateway: &Served<'_>,
     agent: &str,
     name: &str,
     arguments: Value,
@@ -211,7 +218,11 @@ async fn call_catalog(
     }
 }
 
-fn read_output(gateway: &Gateway, agent: &str, args: &Value) -> Result<CallToolResult, CallError> {
+fn read_output(
+    gateway: &Served<'_>,
+    agent: &str,
+    args: &Value,
+) -> Result<CallToolResult, CallError> {
     let service = string_arg(args, "service")?;
     let output_id = string_arg(args, "output_id")?;
     let offset = match args.get("offset") {
@@ -229,7 +240,7 @@ fn read_output(gateway: &Gateway, agent: &str, args: &Value) -> Result<CallToolR
 }
 
 /// The catalog tools `agent` may see, by name.
-fn visible(gateway: &Gateway, agent: &str) -> Vec<CatalogTool> {
+fn visible(gateway: &Served<'_>, agent: &str) -> Vec<CatalogTool> {
     gateway
         .airlock
         .tools_for(agent)
@@ -238,7 +249,7 @@ fn visible(gateway: &Gateway, agent: &str) -> Vec<CatalogTool> {
         .collect()
 }
 
-fn search(gateway: &Gateway, agent: &str, args: &Value) -> Result<CallToolResult, CallError> {
+fn search(gateway: &Served<'_>, agent: &str, args: &Value) -> Result<CallToolResult, CallError> {
     let query = string_arg(args, "query")?;
     let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(20) as usize;
     let allowed: std::collections::HashSet<String> = visible(gateway, agent)
@@ -278,7 +289,7 @@ fn search(gateway: &Gateway, agent: &str, args: &Value) -> Result<CallToolResult
     Ok(results::own(text, structured))
 }
 
-fn status(gateway: &Gateway, agent: &str) -> CallToolResult {
+fn status(gateway: &Served<'_>, agent: &str) -> CallToolResult {
     let reports = gateway.airlock.status_for(agent);
     let text = reports
         .iter()
@@ -303,7 +314,7 @@ fn status(gateway: &Gateway, agent: &str) -> CallToolResult {
     results::own(text, json!({ "services": reports }))
 }
 
-fn describe(gateway: &Gateway, agent: &str, args: &Value) -> Result<CallToolResult, CallError> {
+fn describe(gateway: &Served<'_>, agent: &str, args: &Value) -> Result<CallToolResult, CallError> {
     let name = string_arg(args, "name")?;
     let tool = visible(gateway, agent)
         .into_iter()

@@ -89,6 +89,18 @@ pub fn from_error(e: &CallError) -> CallToolResult {
     serde_json::from_value(value).expect("an error result fits the MCP model")
 }
 
+/// A library error as a JSON-RPC error (for methods other than `tools/call`, whose
+/// refusals are tool errors): the code travels in `data`.
+pub fn rpc_error(e: CallError) -> rmcp::ErrorData {
+    let data = Some(json!({"error": e.code}));
+    match e.code {
+        crate::ErrorCode::InvalidArguments | crate::ErrorCode::UnknownTool => {
+            rmcp::ErrorData::invalid_params(e.message, data)
+        }
+        _ => rmcp::ErrorData::new(rmcp::model::ErrorCode::INTERNAL_ERROR, e.message, data),
+    }
+}
+
 /// A result of one of Airlock's own tools: `text` for the model, `structured` for
 /// programs.
 pub fn own(text: String, structured: Value) -> CallToolResult {

@@ -8,8 +8,13 @@
 //! instance, say) is routed by the templates, or to the only service with resources.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
 
+use rmcp::ErrorData as McpError;
 use serde_json::{Value, json};
+
+use super::results::rpc_error;
+use crate::Airlock;
 
 const AIRLOCK_SCHEME: &str = "airlock://";
 
@@ -217,6 +222,122 @@ impl PromptRoutes {
             return Some((service.to_string(), name.to_string()));
         }
         None
+    }
+}
+
+/// One downstream session's routes: learned from its listings, consulted for every read,
+/// get, subscription and completion.
+#[derive(Default)]
+pub struct Routes {
+    resources: Mutex<ResourceRoutes>,
+    prompts: Mutex<PromptRoutes>,
+}
+
+impl Routes {
+    /// The agent's resources across services, as the client sees them.
+    pub async fn list_resources(
+        &self,
+        airlock: &Airlock,
+        agent: &str,
+    ) -> Result<Vec<Value>, McpError> {
+        let listed = airlock
+            .list_resources(agent, None)
+            .await
+            .map_err(rpc_error)?;
+        Ok(self
+            .resources
+            .lock()
+            .expect("routes poisoned")
+            .learn_resources(listed))
+    }
+
+    /// The agent's resource templates across services, as the client sees them.
+    pub async fn list_templates(
+        &self,
+        airlock: &Airlock,
+        agent: &str,
+    ) -> Result<Vec<Value>, McpError> {
+        let listed = airlock
+            .list_resource_templates(agent, None)
+            .await
+            .map_err(rpc_error)?;
+        Ok(self
+            .resources
+            .lock()
+            .expect("routes poisoned")
+            .learn_templates(listed))
+    }
+
+    /// The agent's prompts across services, as the client sees them.
+    pub async fn list_prompts(
+        &self,
+        airlock: &Airlock,
+        agent: &str,
+    ) -> Result<Vec<Value>, McpError> {
+        let listed = airlock.list_prompts(agent, None).await.map_err(rpc_error)?;
+        Ok(self.prompts.lock().expect("routes poisoned").learn(listed))
+    }
+
+    /// The (service, server URI) a downstream resource URI names: from the last listing,
+    /// the explicit `airlock://SERVICE/…` form, a matching template, or the only service
+    /// offering resources; the listings are read again once before giving up.
+    pub async fn resource(
+        &self,
+        airlock: &Airlock,
+        agent: &str,
+        exposed: &str,
+    ) -> Result<(String, String), McpError> {
+        if let Some(found) = self
+            .resources
+            .lock()
+            .expect("routes poisoned")
+            .route(exposed)
+        {
+            return Ok(found);
+        }
+        self.list_resources(airlock, agent).await?;
+        self.list_templates(airlock, agent).await?;
+        self.resources
+            .lock()
+            .expect("routes poisoned")
+            .route(exposed)
+            .ok_or_else(|| {
+                McpError::resource_not_found(
+                    format!("no service offers the resource \"{exposed}\""),
+                    None,
+                )
+            })
+    }
+
+    /// The (service, server prompt name) a downstream prompt name names.
+    pub async fn prompt(
+        &self,
+        airlock: &Airlock,
+        agent: &str,
+        exposed: &str,
+    ) -> Result<(String, String), McpError> {
+        if let Some(found) = self.prompts.lock().expect("routes poisoned").route(exposed) {
+            return Ok(found);
+        }
+        self.list_prompts(airlock, agent).await?;
+        self.prompts
+            .lock()
+            .expect("routes poisoned")
+            .route(exposed)
+            .ok_or_else(|| {
+                McpError::invalid_params(
+                    format!("no service offers the prompt \"{exposed}\""),
+                    None,
+                )
+            })
+    }
+
+    /// How the client knows `service`'s `uri`.
+    pub fn exposed(&self, service: &str, uri: &str) -> String {
+        self.resources
+            .lock()
+            .expect("routes poisoned")
+            .exposed(service, uri)
     }
 }
 

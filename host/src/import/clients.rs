@@ -6,17 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::parse::kind;
+use super::parse::{Format, kind};
 use super::{Client, ImportSources};
-
-/// The syntax of a client's file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Format {
-    /// JSON; comments and trailing commas (JSONC, as VS Code and Gemini allow) are tolerated.
-    Json,
-    /// TOML (Codex).
-    Toml,
-}
 
 /// Whose file it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -32,6 +32,8 @@
 //!
 //! Secret values appear only in [`ImportedValue::value`]: never in problems, notes, repair
 //! reasons or `Debug` output. Use [`Candidate::masked`] for previews.
+//!
+//! Layer 6 (operator). May import: `config`, `secrets`.
 
 mod clients;
 mod credentials;

@@ -3,10 +3,18 @@
 
 use serde_json::Value;
 
-use super::clients::Format;
 use super::jsonc::strip_jsonc;
 
 /// Parses a whole file to JSON. Error messages never quote the file's content.
+/// The syntax of a client's file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Format {
+    /// JSON; comments and trailing commas (JSONC, as VS Code and Gemini allow) are tolerated.
+    Json,
+    /// TOML (Codex).
+    Toml,
+}
+
 pub(super) fn parse(text: &str, format: Format) -> Result<Value, String> {
     match format {
         Format::Json => {

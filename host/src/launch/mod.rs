@@ -1,6 +1,8 @@
 //! Spawning stdio MCP servers: a minimal environment, bare-command lookup with fallback
 //! folders, the child in its own process group, stderr captured (bounded, redacted), and
 //! a close that leaves no process behind (SIGTERM to the group, SIGKILL after a grace).
+//!
+//! Layer 2 (reach). May import: `secrets`.
 
 mod lookup;
 

@@ -22,6 +22,8 @@
 //!
 //! Nothing here logs a token, a code, a verifier or an authorization URL; tracing gets
 //! the step and the service only.
+//!
+//! Layer 2 (reach). May import: `secrets`.
 
 mod callback;
 mod flow;

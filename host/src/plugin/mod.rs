@@ -7,6 +7,8 @@
 //!   warm instances. A trap discards the instance that trapped; the next call gets a
 //!   fresh one.
 //! - [`ServicePipeline`] is what a service uses: name tools, convert and redact results.
+//!
+//! Layer 3 (plugins). May import: `config`, `secrets`.
 
 mod bindings;
 mod builtin;

@@ -5,6 +5,8 @@
 //!
 //! This module owns the [`Registry`] handle, its errors, the migrations, and the
 //! namespace and grant tables; each other table has its own module.
+//!
+//! Layer 4 (storage). May import: `config`.
 
 mod catalogs;
 mod imports;

@@ -3,6 +3,8 @@
 //! `sha256:` digest and whether it was redacted; callers see a preview and page through
 //! the rest. Files are reached only through a `cap_std` directory handle, and an
 //! `output_id` must be one Airlock made, so no caller-supplied text names a path.
+//!
+//! Layer 4 (storage). May import: `digest`.
 
 mod export;
 

@@ -3,6 +3,8 @@
 //! secret values live ([`SecretStore`]).
 //!
 //! A leaf of the layering: it imports nothing of Airlock's but [`crate::digest`].
+//!
+//! Layer 0 (leaf). May import: `digest`.
 
 mod known;
 mod log;

@@ -5,6 +5,8 @@
 //! Every change is validated in full — the definition as Airlock would load it, every
 //! secret value — before anything is written, so a bad change leaves the registry and the
 //! store as they were.
+//!
+//! Layer 6 (operator). May import: `config`, `registry`, `secrets`, `oauth`.
 
 mod draft;
 mod resolve;

@@ -7,6 +7,8 @@
 //! abandoned (never repeated). Later calls wait through a grace period unless the server
 //! answers the cancelled request first; if it never does, the next result carries a
 //! warning that the cancelled work may still be running.
+//!
+//! Layer 3 (sessions). May import: `launch`, `transport`, `oauth`, `config`, `secrets`, `events`, `error`.
 
 mod agent;
 mod client;

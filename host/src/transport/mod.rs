@@ -4,6 +4,8 @@
 //! - streamable HTTP: rmcp's client over reqwest, with the configured headers;
 //! - legacy HTTP+SSE (2024-11-05): [`sse::LegacySseTransport`], ours, since rmcp no
 //!   longer ships one.
+//!
+//! Layer 2 (reach). May import nothing of Airlock's.
 
 pub mod sse;
 

@@ -1,0 +1,122 @@
+//! The layering ARCHITECTURE.md states, checked against the code: every module of
+//! `host/src` imports only the modules it may (its own layer's allowed neighbours and the
+//! layers below). A `use crate::…` that reaches upward fails this test and names the
+//! file.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Each module and what it may import (besides itself), as ARCHITECTURE.md says.
+fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
+    BTreeMap::from([
+        ("error", &[][..]),
+        ("digest", &[][..]),
+        ("events", &["error"][..]),
+        ("secrets", &["digest"][..]),
+        ("config", &["secrets", "digest"][..]),
+        ("launch", &["secrets"][..]),
+        ("transport", &[][..]),
+        ("oauth", &["secrets"][..]),
+        (
+            "session",
+            &[
+                "launch",
+                "transport",
+                "oauth",
+                "config",
+                "secrets",
+                "events",
+                "error",
+            ][..],
+        ),
+        ("plugin", &["config", "secrets"][..]),
+        ("results", &["digest"][..]),
+        ("registry", &["config"][..]),
+        ("catalog", &["plugin", "registry", "digest"][..]),
+        ("servers", &["config", "registry", "secrets", "oauth"][..]),
+        ("import", &["config", "secrets"][..]),
+        (
+            "airlock",
+            &[
+                "catalog", "config", "error", "events", "plugin", "registry", "results", "secrets",
+                "session", "digest",
+            ][..],
+        ),
+        (
+            "gateway",
+            &[
+                "airlock", "catalog", "digest", "error", "events", "registry", "results",
+                "secrets", "session",
+            ][..],
+        ),
+    ])
+}
+
+/// The module a crate-root item belongs to (`crate::CallError` is `error`'s).
+fn root_item_module(item: &str) -> &'static str {
+    match item {
+        "CallError" | "ErrorCode" => "error",
+        "Event" => "events",
+        _ => "airlock",
+    }
+}
+
+/// Every module a source text reaches through `crate::`.
+fn imports(text: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for (i, _) in text.match_indices("crate::") {
+        let rest = &text[i + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let inner = group.split('}').next().unwrap_or("");
+            for item in inner.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                let head = item.split("::").next().unwrap_or(item);
+                if head.chars().next().is_some_and(char::is_uppercase) {
+                    found.insert(root_item_module(head).to_string());
+                } else {
+                    found.insert(head.to_string());
+                }
+            }
+            continue;
+        }
+        let head: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if head.chars().next().is_some_and(char::is_uppercase) {
+            found.insert(root_item_module(&head).to_string());
+        } else if !head.is_empty() {
+            found.insert(head);
+        }
+    }
+    found
+}
+
+#[test]
+fn no_module_imports_one_above_it() {
+    let src = support::root().join("host/src");
+    let mut violations = Vec::new();
+    for (module, may) in allowed() {
+        let files = if src.join(module).is_dir() {
+            support::files_under(&src.join(module))
+        } else {
+            vec![src.join(format!("{module}.rs"))]
+        };
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for reached in imports(&text) {
+                if reached != module && !may.contains(&reached.as_str()) {
+                    violations.push(format!(
+                        "{} ({module}) imports `{reached}`",
+                        file.strip_prefix(&src).unwrap().display()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "imports that break the layering of ARCHITECTURE.md:\n{}",
+        violations.join("\n")
+    );
+}

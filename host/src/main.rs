@@ -13,8 +13,12 @@ fn main() -> ExitCode {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     // rmcp logs whole protocol messages (unredacted results, OAuth codes) at debug and
     // trace: those levels of rmcp never reach Airlock's log, whatever AIRLOCK_LOG says.
+    // wasmtime and cranelift trace every compilation step: kept at info too.
     let guard = tracing_subscriber::filter::filter_fn(|meta| {
-        !(meta.target().starts_with("rmcp") && *meta.level() > tracing::Level::INFO)
+        let noisy = ["rmcp", "wasmtime", "cranelift"]
+            .iter()
+            .any(|t| meta.target().starts_with(t));
+        !(noisy && *meta.level() > tracing::Level::INFO)
     });
     tracing_subscriber::registry()
         .with(

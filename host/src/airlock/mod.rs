@@ -57,6 +57,9 @@ pub struct AirlockOptions {
     pub max_sessions: usize,
     /// Grants and the embedder's access callback.
     pub access: AccessOptions,
+    /// Where compiled plugins are cached, when not `<data_dir>/plugin-cache` (a folder
+    /// several data directories may share).
+    pub plugin_cache: Option<PathBuf>,
 }
 
 impl AirlockOptions {
@@ -68,6 +71,7 @@ impl AirlockOptions {
             result_limits: ResultLimits::default(),
             max_sessions: DEFAULT_MAX_SESSIONS,
             access: AccessOptions::default(),
+            plugin_cache: None,
         }
     }
 }

@@ -247,16 +247,9 @@ impl Inner {
             .await;
         let outcome = match opened {
             Ok(live) => {
-                let mut identity = live.session.identity().clone();
-                let secrets = service.secrets();
-                for text in [&mut identity.name, &mut identity.version] {
-                    *text = secrets.scrub_owned(text);
-                }
-                identity.title = identity.title.map(|t| secrets.scrub_owned(&t));
-                identity.instructions = identity.instructions.map(|t| secrets.scrub_owned(&t));
                 let mut health = service.health();
                 health.failed = None;
-                health.identity = Some(identity);
+                health.identity = Some(live.session.identity().clone());
                 Ok(live)
             }
             Err(AcquireError::Limit(max)) => {

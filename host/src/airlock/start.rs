@@ -145,7 +145,15 @@ impl Airlock {
         let data = Dir::open_ambient_dir(&options.data_dir, cap_std::ambient_authority())
             .map_err(data_err)?;
         let registry = Arc::new(Registry::open(&options.data_dir)?);
-        let runtime = PluginRuntime::new(config.sandbox, Some(&data))?;
+        let runtime = match &options.plugin_cache {
+            None => PluginRuntime::new(config.sandbox, Some(&data))?,
+            Some(path) => {
+                std::fs::create_dir_all(path).map_err(data_err)?;
+                let cache =
+                    Dir::open_ambient_dir(path, cap_std::ambient_authority()).map_err(data_err)?;
+                PluginRuntime::with_cache(config.sandbox, Some(cache))?
+            }
+        };
         let results = ResultStore::open(&data, options.result_limits).map_err(data_err)?;
         let secret_store = SecretStore::open(&options.data_dir)?;
         let mut pipelines = build_pipelines(&runtime, &config).await;

@@ -40,6 +40,7 @@ pub(super) fn load_config(cli: &Cli) -> Result<Config, String> {
 
 pub(super) fn options(cli: &Cli) -> Result<AirlockOptions, String> {
     let mut options = AirlockOptions::new(data_dir(cli));
+    options.plugin_cache = std::env::var_os("AIRLOCK_PLUGIN_CACHE").map(PathBuf::from);
     let roots = if cli.roots.is_empty() {
         vec![std::env::current_dir().map_err(|e| e.to_string())?]
     } else {

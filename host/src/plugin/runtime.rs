@@ -75,6 +75,27 @@ impl PluginRuntime {
     /// Builds an engine with the given limits. `data_dir`, when given, holds the
     /// compiled-artifact cache (`plugin-cache/`), so a warm start does not recompile.
     pub fn new(limits: SandboxLimits, data_dir: Option<&Dir>) -> Result<Arc<Self>, PluginError> {
+        let cache = match data_dir {
+            Some(dir) => {
+                dir.create_dir_all(CACHE_DIR)
+                    .map_err(|e| PluginError::Load {
+                        plugin: "(runtime)".into(),
+                        message: format!("cannot create {CACHE_DIR}/: {e}"),
+                    })?;
+                Some(dir.open_dir(CACHE_DIR).map_err(|e| PluginError::Load {
+                    plugin: "(runtime)".into(),
+                    message: format!("cannot open {CACHE_DIR}/: {e}"),
+                })?)
+            }
+            None => None,
+        };
+        PluginRuntime::with_cache(limits, cache)
+    }
+
+    /// Like [`PluginRuntime::new`], with `cache` as the compiled-artifact cache itself (a
+    /// folder several data directories may share; artifacts are keyed by the engine's
+    /// compatibility hash and written atomically).
+    pub fn with_cache(limits: SandboxLimits, cache: Option<Dir>) -> Result<Arc<Self>, PluginError> {
         let err = |message: String| PluginError::Load {
             plugin: "(runtime)".into(),
             message,
@@ -93,17 +114,7 @@ impl PluginRuntime {
             |s| s,
         )
         .map_err(|e| err(format!("cannot link host imports: {e}")))?;
-        let cache_dir = match data_dir {
-            Some(dir) => {
-                dir.create_dir_all(CACHE_DIR)
-                    .map_err(|e| err(format!("cannot create {CACHE_DIR}/: {e}")))?;
-                Some(
-                    dir.open_dir(CACHE_DIR)
-                        .map_err(|e| err(format!("cannot open {CACHE_DIR}/: {e}")))?,
-                )
-            }
-            None => None,
-        };
+        let cache_dir = cache;
         let ticker_stop = Arc::new(AtomicBool::new(false));
         {
             let engine = engine.clone();

@@ -101,6 +101,11 @@ impl AirlockClient {
         self.agent.as_ref().and_then(|l| l.get())
     }
 
+    /// `text` with the session's known secrets scrubbed.
+    pub fn scrub(&self, text: &str) -> String {
+        self.secrets.scrub_owned(text)
+    }
+
     /// `value` with the known secrets scrubbed from every string, through JSON.
     fn scrubbed<T: serde::Serialize + serde::de::DeserializeOwned>(&self, value: T) -> T {
         let Ok(mut json) = serde_json::to_value(&value) else {

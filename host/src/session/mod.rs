@@ -176,13 +176,22 @@ impl Session {
         transport: TransportKind,
     ) -> Result<Session, SessionError> {
         match read_identity(&service, transport) {
-            Ok(identity) => Ok(Session {
-                service,
-                client,
-                process,
-                identity,
-                drain: drain::DrainGate::default(),
-            }),
+            Ok(mut identity) => {
+                // What the server says about itself is shown in status and stored with
+                // tested catalogs: it leaves through the host's scrubber.
+                for text in [&mut identity.name, &mut identity.version] {
+                    *text = client.scrub(text);
+                }
+                identity.title = identity.title.map(|t| client.scrub(&t));
+                identity.instructions = identity.instructions.map(|t| client.scrub(&t));
+                Ok(Session {
+                    service,
+                    client,
+                    process,
+                    identity,
+                    drain: drain::DrainGate::default(),
+                })
+            }
             Err(e) => {
                 Session {
                     service,
@@ -601,6 +610,9 @@ fn service_error(error: ServiceError, what: &str) -> CallError {
             ErrorCode::Cancelled,
             format!("the request was cancelled: {}", reason.unwrap_or_default()),
         ),
+        ServiceError::McpError(e) if e.code.0 == crate::transport::guard::UNREADABLE_ANSWER => {
+            CallError::new(ErrorCode::ToolError, format!("\"{what}\": {}", e.message))
+        }
         ServiceError::McpError(e) if e.code == rmcp::model::ErrorCode::INVALID_PARAMS => {
             CallError::new(
                 ErrorCode::InvalidArguments,

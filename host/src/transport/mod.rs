@@ -7,6 +7,7 @@
 //!
 //! Layer 2 (reach). May import nothing of Airlock's.
 
+pub mod guard;
 pub mod sse;
 
 use std::collections::{BTreeMap, HashMap};
@@ -17,12 +18,20 @@ use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use tokio::process::{ChildStdin, ChildStdout};
 
-/// The transport for a stdio server: reads its stdout, writes its stdin.
+/// Largest message Airlock reads from a server: the retention limit (32 MiB) with room
+/// for JSON escaping and the envelope.
+pub const MAX_MESSAGE_BYTES: usize = 40 << 20;
+
+/// The transport for a stdio server: reads its stdout through a [`guard::FrameGuard`],
+/// writes its stdin.
 pub fn stdio(
     stdout: ChildStdout,
     stdin: ChildStdin,
-) -> AsyncRwTransport<RoleClient, ChildStdout, ChildStdin> {
-    AsyncRwTransport::new_client(stdout, stdin)
+) -> AsyncRwTransport<RoleClient, guard::FrameGuard<ChildStdout>, ChildStdin> {
+    // The guard enforces the limit (answering over-long lines with an error); the codec's
+    // own limit only needs to admit what the guard passes.
+    AsyncRwTransport::new_client(guard::FrameGuard::new(stdout, MAX_MESSAGE_BYTES), stdin)
+        .with_max_line_length(MAX_MESSAGE_BYTES + 4096)
 }
 
 /// A configured header that HTTP cannot carry. The message names the header, never its
@@ -59,7 +68,9 @@ pub fn streamable_http(
     headers: &BTreeMap<String, String>,
 ) -> Result<StreamableHttpClientTransport<reqwest::Client>, HeaderError> {
     let config = StreamableHttpClientTransportConfig::with_uri(url.to_string())
-        .custom_headers(header_map(headers)?);
+        .custom_headers(header_map(headers)?)
+        .max_json_response_size(MAX_MESSAGE_BYTES)
+        .max_sse_event_size(MAX_MESSAGE_BYTES);
     Ok(StreamableHttpClientTransport::with_client(
         reqwest::Client::new(),
         config,

@@ -2,11 +2,16 @@
 content blocks of unknown future types, an unsupported protocol version, a server that
 never answers the handshake, garbage on stdout, and precise control over cancellation.
 
-Usage: raw_server.py [normal|bad-version|hang|garbage]
+Usage: raw_server.py [normal|bad-version|hang|garbage|many-tools|huge-catalog]
 Every message received is appended (one JSON per line) to $RAW_LOG when it is set.
 
 Tools: `exotic` (blocks of unknown types), `slow` (answers only when cancelled, with an
-error, so the client sees the cancelled request answered), `stuck` (never answers).
+error, so the client sees the cancelled request answered), `stuck` (never answers),
+`deep` (a result nested 100,000 levels deep), `refuse` (a JSON-RPC error whose message
+holds $SERVICE_TOKEN), `bad_utf8` (a response line that is not
+UTF-8), `oversize` (a result of $RAW_OVERSIZE bytes, default 40 MiB).
+`many-tools` lists 10,001 tools; `huge-catalog` lists 100 tools whose descriptions add up
+to over 32 MiB.
 """
 
 import json
@@ -50,11 +55,24 @@ for line in sys.stdin:
             "capabilities": {"tools": {}},
             "serverInfo": {"name": "raw-fixture", "version": "0.0.1"},
         }})
+    elif method == "tools/list" and MODE == "many-tools":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [
+            {"name": f"t{i}", "inputSchema": {"type": "object"}} for i in range(10_001)
+        ]}})
+    elif method == "tools/list" and MODE == "huge-catalog":
+        blob = "d" * (340 * 1024)
+        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [
+            {"name": f"t{i}", "description": blob, "inputSchema": {"type": "object"}} for i in range(100)
+        ]}})
     elif method == "tools/list":
         send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [
             {"name": "exotic", "description": "Returns blocks of unknown types", "inputSchema": {"type": "object"}},
             {"name": "slow", "description": "Answers only when cancelled", "inputSchema": {"type": "object"}},
             {"name": "stuck", "description": "Never answers", "inputSchema": {"type": "object"}},
+            {"name": "deep", "description": "Answers with deeply nested JSON", "inputSchema": {"type": "object"}},
+            {"name": "bad_utf8", "description": "Answers with bytes that are not UTF-8", "inputSchema": {"type": "object"}},
+            {"name": "oversize", "description": "Answers with a huge result", "inputSchema": {"type": "object"}},
+            {"name": "refuse", "description": "Answers with a JSON-RPC error naming $SERVICE_TOKEN", "inputSchema": {"type": "object"}},
         ]}})
     elif method == "tools/call":
         name = msg["params"]["name"]
@@ -62,6 +80,20 @@ for line in sys.stdin:
             pending_slow.add(mid)
         elif name == "stuck":
             pass
+        elif name == "deep":
+            depth = 100_000
+            nested = "[" * depth + "]" * depth
+            sys.stdout.write('{"jsonrpc": "2.0", "id": %s, "result": {"content": [], "structuredContent": {"deep": %s}}}\n' % (json.dumps(mid), nested))
+            sys.stdout.flush()
+        elif name == "bad_utf8":
+            sys.stdout.buffer.write(b'{"jsonrpc": "2.0", "id": ' + json.dumps(mid).encode() + b', "result": {"content": [{"type": "text", "text": "\xff\xfe bad"}]}}\n')
+            sys.stdout.buffer.flush()
+        elif name == "refuse":
+            token = os.environ.get("SERVICE_TOKEN", "")
+            send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32000, "message": f"backend refused token {token}"}})
+        elif name == "oversize":
+            size = int(os.environ.get("RAW_OVERSIZE", str(40 << 20)))
+            send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": "x" * size}]}})
         else:
             send({"jsonrpc": "2.0", "id": mid, "result": {"content": [
                 {"type": "text", "text": "before"},

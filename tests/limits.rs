@@ -1,0 +1,196 @@
+//! The limits, crossed on purpose against real hostile servers: a catalog of 10,001
+//! tools and one over 32 MiB; answers nested too deep, not UTF-8, or over the message
+//! limit (each fails its call at once with a typed error, and the session keeps working);
+//! and exports of more than 512 parts. Each refusal names the limit.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use airlock_host::{Airlock, ErrorCode, ServiceStatus};
+use serde_json::json;
+use support::{Workspace, python, python_server, toml_str};
+
+fn raw_entry(name: &str, mode: &str, extra: &str) -> String {
+    format!(
+        "[mcp_servers.{name}]\ncommand = {}\nargs = [{}, \"{mode}\"]\n{extra}\n",
+        toml_str(python().display().to_string()),
+        toml_str(python_server("raw_server.py").display().to_string()),
+    )
+}
+
+fn failed_reason(airlock: &Airlock, service: &str) -> String {
+    let report = airlock
+        .status()
+        .into_iter()
+        .find(|r| r.service == service)
+        .unwrap();
+    match report.status {
+        ServiceStatus::Failed { reason } => reason,
+        other => panic!("{service} should have failed, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn catalogs_over_10000_tools_or_32_mib_are_refused() {
+    let ws = Workspace::new(&format!(
+        "{}{}{}",
+        raw_entry("many", "many-tools", ""),
+        raw_entry("huge", "huge-catalog", ""),
+        raw_entry("fine", "normal", ""),
+    ));
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    let many = failed_reason(&airlock, "many");
+    assert!(
+        many.contains("10001 tools") && many.contains("limit is 10000 tools"),
+        "{many}"
+    );
+    let huge = failed_reason(&airlock, "huge");
+    assert!(huge.contains("33554432 bytes"), "{huge}");
+    assert!(
+        airlock.tools().iter().all(|t| t.service == "fine"),
+        "nothing of the refused catalogs is offered"
+    );
+    assert!(!airlock.tools().is_empty());
+    airlock.close().await;
+}
+
+#[tokio::test]
+async fn unreadable_answers_fail_their_call_at_once_and_the_session_carries_on() {
+    let ws = Workspace::new(&raw_entry(
+        "raw",
+        "normal",
+        "tool_timeout_secs = 60\nenv = { RAW_OVERSIZE = \"42991616\" }",
+    ));
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    for (tool, says) in [
+        ("mcp__raw__deep", "nested deeper"),
+        ("mcp__raw__bad_utf8", "not UTF-8"),
+        ("mcp__raw__oversize", "40 MiB message limit"),
+    ] {
+        let started = Instant::now();
+        let err = airlock.call(tool, json!({}), None).await.unwrap_err();
+        assert_eq!(err.code, ErrorCode::ToolError, "{tool}: {err}");
+        assert!(err.message.contains(says), "{tool}: {err}");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{tool} failed at once, not at its timeout ({:?})",
+            started.elapsed()
+        );
+        let pid = airlock.session_pid("default", "raw").await;
+        let after = airlock
+            .call("mcp__raw__exotic", json!({}), None)
+            .await
+            .unwrap();
+        assert!(
+            after.preview.contains("before"),
+            "{tool}: the session still works"
+        );
+        assert_eq!(
+            airlock.session_pid("default", "raw").await,
+            pid,
+            "{tool}: the same session carried on"
+        );
+    }
+    airlock.close().await;
+}
+
+#[tokio::test]
+async fn exports_are_parts_with_an_index_and_at_most_512_of_them() {
+    let ws = Workspace::new(&format!(
+        "[mcp_servers.fx]\ncommand = {}\nargs = [{}]\n",
+        toml_str(python().display().to_string()),
+        toml_str(python_server("fixture_server.py").display().to_string()),
+    ));
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    let out = airlock
+        .call(
+            "mcp__fx__big_text",
+            json!({"size": 1200, "char": "é"}),
+            None,
+        )
+        .await
+        .unwrap();
+    let id = out.retained.output_id.clone().unwrap();
+    let folder = tempfile::tempdir().unwrap();
+
+    let err = airlock
+        .export_output("default", "fx", &id, folder.path(), Some(4))
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidArguments);
+    assert!(
+        err.message.contains("600 parts") && err.message.contains("limit is 512"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_dir(folder.path()).unwrap().count(),
+        0,
+        "a refused export writes nothing"
+    );
+
+    let export = airlock
+        .export_output("default", "fx", &id, folder.path(), Some(7))
+        .unwrap();
+    assert_eq!(
+        export.parts.len(),
+        400,
+        "7-byte parts hold 3 two-byte characters"
+    );
+    let mut joined = Vec::new();
+    for part in &export.parts {
+        let bytes = std::fs::read(folder.path().join(&part.file)).unwrap();
+        assert_eq!(bytes.len(), part.size);
+        assert_eq!(airlock_host::digest::sha256(&bytes), part.digest);
+        joined.extend(bytes);
+    }
+    assert_eq!(String::from_utf8(joined).unwrap(), "é".repeat(1200));
+    assert_eq!(export.digest, out.retained.digest);
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(export.index.unwrap()).unwrap()).unwrap();
+    assert_eq!(index["parts"].as_array().unwrap().len(), 400);
+    assert_eq!(index["parts"][0]["index"], 1);
+
+    let whole = tempfile::tempdir().unwrap();
+    let single = airlock
+        .export_output("default", "fx", &id, whole.path(), None)
+        .unwrap();
+    assert_eq!(single.parts.len(), 1);
+    assert!(single.index.is_none());
+
+    let denied = airlock
+        .export_output("someone-else", "fx", &id, whole.path(), None)
+        .unwrap_err();
+    assert_eq!(denied.code, ErrorCode::ServiceAccessDenied);
+    airlock.close().await;
+}
+
+#[test]
+fn the_cli_saves_an_output_and_refuses_too_many_parts() {
+    let ws = Workspace::new(&format!(
+        "[mcp_servers.fx]\ncommand = {}\nargs = [{}]\n",
+        toml_str(python().display().to_string()),
+        toml_str(python_server("fixture_server.py").display().to_string()),
+    ));
+    let (call, _) = ws.json(
+        &["call", "mcp__fx__big_text", "--args", "{\"size\": 1000}"],
+        &[],
+    );
+    let id = call["output_id"].as_str().unwrap();
+    let dir = ws.dir.path().join("saved");
+    let dir = dir.display().to_string();
+    let (refused, out) = ws.json(
+        &["output", "fx", id, "--save", &dir, "--part-size", "1"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        refused["message"].as_str().unwrap().contains("512"),
+        "{refused}"
+    );
+    let (saved, out) = ws.json(
+        &["output", "fx", id, "--save", &dir, "--part-size", "100"],
+        &[],
+    );
+    assert!(out.status.success(), "{saved}");
+    assert_eq!(saved["export"]["parts"].as_array().unwrap().len(), 10);
+}

@@ -1,23 +1,16 @@
-//! Transports and session lifecycle against real peers: server-everything over SSE and
-//! streamable HTTP, server-filesystem following roots changed at runtime, and Python
-//! servers that are slow, ignore cancellations, die mid-call, or write garbage.
+//! Session lifecycle against real peers: one session per agent and reconnects as new
+//! sessions, the session limit, timeouts, cancellation and its grace period, Python
+//! servers that ignore cancellations, die mid-call or write garbage, progress,
+//! list-change notifications, and server-filesystem following roots changed at runtime.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
-use airlock_host::session::TransportKind;
 use airlock_host::{Airlock, AirlockOptions, CallOptions, ErrorCode, Event, ServiceStatus};
 use serde_json::{Value, json};
-use support::{Workspace, python, python_fixture_entry, python_server, toml_str};
+use support::{Workspace, python, python_fixture_entry, python_server, secret_entry, toml_str};
 use tokio_util::sync::CancellationToken;
-
-fn http_entry(name: &str, url: &str) -> String {
-    format!(
-        "[mcp_servers.{name}]\ntype = \"http\"\nurl = {}\nstartup_timeout_secs = 20\n",
-        toml_str(url)
-    )
-}
 
 fn raw_entry(name: &str, mode: &str, extra: &str) -> String {
     format!(
@@ -26,150 +19,6 @@ fn raw_entry(name: &str, mode: &str, extra: &str) -> String {
         toml_str(python_server("raw_server.py").display().to_string()),
         toml_str(mode)
     )
-}
-
-#[tokio::test]
-async fn everything_over_streamable_http_and_legacy_sse() {
-    let (_streamable, p1) = support::everything_http("streamableHttp");
-    let (_sse, p2) = support::everything_http("sse");
-    let ws = Workspace::new(&format!(
-        "{}\n{}",
-        http_entry("modern", &format!("http://127.0.0.1:{p1}/mcp")),
-        http_entry("legacy", &format!("http://127.0.0.1:{p2}/sse"))
-    ));
-    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
-    let status = airlock.status();
-    for report in &status {
-        assert!(
-            matches!(report.status, ServiceStatus::Connected { .. }),
-            "{report:?}"
-        );
-    }
-    let transport = |name: &str| {
-        status
-            .iter()
-            .find(|s| s.service == name)
-            .unwrap()
-            .server
-            .as_ref()
-            .unwrap()
-            .transport
-    };
-    assert_eq!(transport("modern"), TransportKind::StreamableHttp);
-    assert_eq!(
-        transport("legacy"),
-        TransportKind::Sse,
-        "a /sse endpoint falls back to the legacy transport"
-    );
-    for service in ["modern", "legacy"] {
-        let out = airlock
-            .call(
-                &format!("mcp__{service}__echo"),
-                json!({"message": format!("via {service}")}),
-                None,
-            )
-            .await
-            .unwrap();
-        assert!(
-            out.preview.contains(&format!("via {service}")),
-            "{}",
-            out.preview
-        );
-    }
-    // Resources and prompts, per service and aggregated.
-    let resources = airlock
-        .list_resources("default", Some("modern"))
-        .await
-        .unwrap();
-    assert!(!resources.is_empty());
-    let uri = resources[0]["uri"].as_str().unwrap().to_string();
-    let read = airlock
-        .read_resource("default", "modern", &uri)
-        .await
-        .unwrap();
-    assert!(
-        read["contents"].as_array().is_some_and(|c| !c.is_empty()),
-        "{read}"
-    );
-    let all = airlock.list_resources("default", None).await.unwrap();
-    assert!(
-        all.iter().any(|r| r["service"] == "legacy")
-            && all.iter().any(|r| r["service"] == "modern")
-    );
-    let prompts = airlock
-        .list_prompts("default", Some("modern"))
-        .await
-        .unwrap();
-    let simple = prompts
-        .iter()
-        .find(|p| p["arguments"].as_array().is_none_or(|a| a.is_empty()))
-        .expect("a prompt without arguments");
-    let got = airlock
-        .get_prompt(
-            "default",
-            "modern",
-            simple["name"].as_str().unwrap(),
-            json!({}),
-        )
-        .await
-        .unwrap();
-    assert!(
-        got["messages"].as_array().is_some_and(|m| !m.is_empty()),
-        "{got}"
-    );
-    airlock.close().await;
-}
-
-#[tokio::test]
-async fn http_failures_report_the_real_error() {
-    // Nothing listens: no fallback, the real error.
-    let closed = support::free_port();
-    // A plain web server: not MCP at all, so both transports fail and both errors show.
-    let web = support::free_port();
-    let dir = tempfile::tempdir().unwrap();
-    let _web = support::start_http_server(
-        "python3",
-        &[
-            "-m",
-            "http.server",
-            &web.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--directory",
-            &dir.path().display().to_string(),
-        ],
-        &[],
-        web,
-    );
-    let ws = Workspace::new(&format!(
-        "{}\n{}",
-        http_entry("refused", &format!("http://127.0.0.1:{closed}/mcp")),
-        http_entry("web", &format!("http://127.0.0.1:{web}/mcp"))
-    ));
-    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
-    let reason = |name: &str| match &airlock
-        .status()
-        .into_iter()
-        .find(|s| s.service == name)
-        .unwrap()
-        .status
-    {
-        ServiceStatus::Failed { reason } => reason.clone(),
-        other => panic!("{name}: expected failure, got {other:?}"),
-    };
-    let refused = reason("refused");
-    assert!(
-        refused.contains("streamable HTTP") && !refused.contains("SSE fallback"),
-        "{refused}"
-    );
-    let web_reason = reason("web");
-    assert!(
-        web_reason.contains("streamable HTTP")
-            && web_reason.contains("SSE fallback failed too")
-            && web_reason.contains("404"),
-        "{web_reason}"
-    );
-    airlock.close().await;
 }
 
 #[tokio::test]
@@ -389,6 +238,24 @@ async fn a_server_that_answers_the_cancellation_ends_the_grace_early() {
             .count(),
         1
     );
+}
+
+#[tokio::test]
+async fn a_slow_tool_times_out_with_the_timeout_code() {
+    let ws = Workspace::new(&secret_entry("fx", ""));
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    // big_text with a huge size takes a while in Python; 10 ms is never enough.
+    let err = airlock
+        .call(
+            "mcp__fx__big_text",
+            json!({"size": 50_000_000}),
+            Some(Duration::from_millis(10)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Timeout);
+    assert!(err.message.contains("cancellation"), "{}", err.message);
+    airlock.close().await;
 }
 
 #[tokio::test]

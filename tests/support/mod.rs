@@ -187,6 +187,45 @@ impl Workspace {
     }
 }
 
+/// The credential [`demo_workspace`] hands the demo server (as `DEMO_API_TOKEN`, read from
+/// the `DEMO_TOKEN_FOR_TEST` variable the test passes to `airlock`).
+pub const DEMO_TOKEN: &str = "tok_live_0123456789abcdef";
+
+/// A workspace running the demo server as `demo`, its `DEMO_API_TOKEN` taken from
+/// `DEMO_TOKEN_FOR_TEST`, plus `extra` config lines.
+pub fn demo_workspace(extra: &str) -> Workspace {
+    Workspace::new(&demo_entry(
+        "demo",
+        &format!("env = {{ DEMO_API_TOKEN = \"${{DEMO_TOKEN_FOR_TEST}}\" }}\n{extra}"),
+    ))
+}
+
+/// The credential [`secret_entry`] hands the Python fixture server as `SERVICE_TOKEN`.
+pub const FIXTURE_SECRET: &str = "s3cr3t-fixture-token-9f8e7d6c";
+
+/// A stdio entry for the Python fixture server with `SERVICE_TOKEN` set to
+/// [`FIXTURE_SECRET`], plus `extra` config lines.
+pub fn secret_entry(name: &str, extra: &str) -> String {
+    python_fixture_entry(
+        name,
+        &format!(
+            "env = {{ SERVICE_TOKEN = {} }}\n{extra}",
+            toml_str(FIXTURE_SECRET)
+        ),
+    )
+}
+
+/// A workspace running `@modelcontextprotocol/server-everything` over stdio as
+/// `everything`, with `API_TOKEN = "everything-test-token-77"`, plus `extra` config lines.
+pub fn everything_workspace(extra: &str) -> Workspace {
+    let (node, entry) = everything_server();
+    Workspace::new(&format!(
+        "[mcp_servers.everything]\ncommand = {}\nargs = [{}, \"stdio\"]\nenv = {{ API_TOKEN = \"everything-test-token-77\" }}\n{extra}\n",
+        toml_str(node),
+        toml_str(entry.display().to_string())
+    ))
+}
+
 /// Whether process `pid` is gone (no /proc entry, or a zombie awaiting its reaper).
 pub fn process_gone(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

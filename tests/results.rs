@@ -1,0 +1,158 @@
+//! Retained results: a 5 MiB result kept whole, previewed and paged back exactly (its
+//! digest checked), multibyte text cut on character boundaries, the preview size chosen
+//! per agent, and a result over the retention limit not kept, with the call saying so.
+
+mod support;
+
+use airlock_host::results::{COMPACT_PREVIEW, DEFAULT_PREVIEW, ResultLimits};
+use airlock_host::{Airlock, AirlockOptions, CallOptions, ErrorCode};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use support::{Workspace, python_fixture_entry};
+
+fn digest(bytes: &[u8]) -> String {
+    format!(
+        "sha256:{}",
+        Sha256::digest(bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    )
+}
+
+fn read_all(airlock: &Airlock, agent: &str, service: &str, id: &str) -> String {
+    let (mut offset, mut text, mut pages) = (0, String::new(), 0);
+    loop {
+        let page = airlock.read_output_as(agent, service, id, offset).unwrap();
+        assert!(page.text.len() <= DEFAULT_PREVIEW);
+        text.push_str(&page.text);
+        pages += 1;
+        match page.next_offset {
+            Some(n) => offset = n,
+            None => {
+                assert!(page.eof);
+                break;
+            }
+        }
+    }
+    assert!(pages > 1);
+    text
+}
+
+#[tokio::test]
+async fn a_5_mib_result_is_kept_whole_previewed_and_paged_back_exactly() {
+    let ws = Workspace::new(&python_fixture_entry("fx", ""));
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    let size = 5 << 20;
+    let out = airlock
+        .call("mcp__fx__big_text", json!({"size": size}), None)
+        .await
+        .unwrap();
+    assert_eq!(out.retained.size, size);
+    assert!(!out.retained.complete);
+    assert_eq!(
+        out.preview.len(),
+        DEFAULT_PREVIEW,
+        "the largest preview that fits"
+    );
+    let id = out.retained.output_id.clone().unwrap();
+    let text = read_all(&airlock, "default", "fx", &id);
+    assert_eq!(text.len(), size);
+    assert_eq!(digest(text.as_bytes()), out.retained.digest);
+    airlock.close().await;
+}
+
+#[tokio::test]
+async fn multibyte_text_is_cut_on_character_boundaries() {
+    let ws = Workspace::new(&python_fixture_entry("fx", ""));
+    let options = AirlockOptions {
+        result_limits: ResultLimits {
+            preview: COMPACT_PREVIEW,
+            ..ResultLimits::default()
+        },
+        ..ws.options()
+    };
+    let airlock = Airlock::start(ws.load(), options).await.unwrap();
+    // "✓" is 3 bytes: 4096 bytes hold 1365 of them (4095 bytes), never a partial one.
+    let out = airlock
+        .call(
+            "mcp__fx__big_text",
+            json!({"size": 5000, "char": "✓"}),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.preview.len(), 4095);
+    assert!(out.preview.chars().all(|c| c == '✓'));
+    let id = out.retained.output_id.clone().unwrap();
+    let page = airlock.read_output_as("default", "fx", &id, 4095).unwrap();
+    assert_eq!(page.text.len(), 4095);
+    let err = airlock
+        .read_output_as("default", "fx", &id, 4096)
+        .unwrap_err();
+    assert_eq!(
+        err.code,
+        ErrorCode::InvalidArguments,
+        "an offset inside a character is refused: {err}"
+    );
+    airlock.close().await;
+}
+
+#[tokio::test]
+async fn the_preview_size_is_chosen_per_agent() {
+    let ws = Workspace::new(&python_fixture_entry("fx", ""));
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    let compact = CallOptions {
+        agent: "small-model".into(),
+        preview: Some(COMPACT_PREVIEW),
+        ..Default::default()
+    };
+    let small = airlock
+        .call_with("mcp__fx__big_text", json!({"size": 100_000}), compact)
+        .await
+        .unwrap();
+    assert_eq!(small.preview.len(), COMPACT_PREVIEW);
+    let full = airlock
+        .call("mcp__fx__big_text", json!({"size": 100_000}), None)
+        .await
+        .unwrap();
+    assert_eq!(full.preview.len(), DEFAULT_PREVIEW);
+    assert!(!small.retained.complete && !full.retained.complete);
+    airlock.close().await;
+}
+
+#[tokio::test]
+async fn a_result_over_the_retention_limit_is_not_kept_and_the_call_says_so() {
+    let ws = Workspace::new(&python_fixture_entry("fx", ""));
+    let options = AirlockOptions {
+        result_limits: ResultLimits {
+            max_retained: 1 << 20,
+            ..ResultLimits::default()
+        },
+        ..ws.options()
+    };
+    let airlock = Airlock::start(ws.load(), options).await.unwrap();
+    let out = airlock
+        .call("mcp__fx__big_text", json!({"size": 2 << 20}), None)
+        .await
+        .unwrap();
+    assert!(out.retained.output_id.is_none());
+    assert!(
+        out.retained
+            .not_retained_reason
+            .as_deref()
+            .unwrap()
+            .contains("retention limit")
+    );
+    assert_eq!(out.retained.size, 2 << 20);
+    assert_eq!(out.preview.len(), DEFAULT_PREVIEW);
+    airlock.close().await;
+    let stored: u64 = support::files_under(&ws.data().join("outputs"))
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .sum();
+    assert!(
+        stored < 1 << 20,
+        "nothing that size was written ({stored} bytes)"
+    );
+}

@@ -77,6 +77,12 @@ pub fn fixture_wasm(name: &str) -> PathBuf {
     )
 }
 
+/// A compiled-plugin cache shared by every test's data directory, so each new workspace
+/// does not compile the bundled plugins again.
+pub fn plugin_cache() -> PathBuf {
+    root().join("target/test-plugin-cache")
+}
+
 /// A TOML string literal.
 pub fn toml_str(s: impl AsRef<str>) -> String {
     toml_escape(s.as_ref())
@@ -145,10 +151,12 @@ impl Workspace {
             .arg("--data-dir")
             .arg(self.data())
             .args(args);
-        cmd.current_dir(self.dir.path()).env(
-            "AIRLOCK_CONFIG",
-            self.dir.path().join("no-user-config.toml"),
-        );
+        cmd.current_dir(self.dir.path())
+            .env(
+                "AIRLOCK_CONFIG",
+                self.dir.path().join("no-user-config.toml"),
+            )
+            .env("AIRLOCK_PLUGIN_CACHE", plugin_cache());
         for (k, v) in envs {
             cmd.env(k, v);
         }
@@ -172,7 +180,9 @@ impl Workspace {
 
     /// Options for the library API using this workspace's data directory.
     pub fn options(&self) -> airlock_host::AirlockOptions {
-        airlock_host::AirlockOptions::new(self.data())
+        let mut options = airlock_host::AirlockOptions::new(self.data());
+        options.plugin_cache = Some(plugin_cache());
+        options
     }
 
     /// The parsed config of this workspace (no user/project files).
@@ -370,6 +380,7 @@ impl HttpGateway {
             .args(&args)
             .current_dir(ws.dir.path())
             .env("AIRLOCK_CONFIG", ws.dir.path().join("no-user-config.toml"))
+            .env("AIRLOCK_PLUGIN_CACHE", plugin_cache())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -125,3 +125,177 @@ async fn a_denied_call_never_reaches_the_server() {
         "the denied agent never even opened a session"
     );
 }
+
+/// Every entry point that touches a service, in grants mode: allowed with the grant,
+/// `service_access_denied` without it (and an aggregated listing simply omits the
+/// service); the embedder's callback is consulted for each.
+#[tokio::test]
+async fn every_entry_point_checks_grants_and_the_embedders_callback() {
+    let ws = Workspace::new(&format!(
+        "[mcp_servers.conf]\ncommand = {}\nargs = [{}]\n",
+        toml_str(python().display().to_string()),
+        toml_str(python_server("conformance_server.py").display().to_string()),
+    ));
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let record = seen.clone();
+    let check = Arc::new(move |request: &AccessRequest<'_>| {
+        let what = match request {
+            AccessRequest::Call { agent, .. } => format!("{agent} call"),
+            AccessRequest::Service {
+                agent, operation, ..
+            } => format!("{agent} {operation}"),
+            AccessRequest::ReadOutput { agent, .. } => format!("{agent} read-output"),
+        };
+        record.lock().unwrap().push(what);
+        Ok(())
+    });
+    let options = AirlockOptions {
+        access: AccessOptions {
+            mode: AccessMode::Grants,
+            check: Some(check),
+        },
+        ..ws.options()
+    };
+    let airlock = Airlock::start(ws.load(), options).await.unwrap();
+    airlock.grant("alice", "conf").unwrap();
+    let call = |agent: &str| CallOptions {
+        agent: agent.into(),
+        ..Default::default()
+    };
+
+    // Alice, granted: every entry point works.
+    assert!(!airlock.tools_for("alice").is_empty());
+    let out = airlock
+        .call_with("mcp__conf__test_simple_text", json!({}), call("alice"))
+        .await
+        .unwrap();
+    let id = out.retained.output_id.unwrap();
+    assert!(
+        !airlock
+            .list_resources("alice", None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    airlock
+        .read_resource("alice", "conf", "test://static-text")
+        .await
+        .unwrap();
+    assert!(
+        !airlock
+            .list_prompts("alice", None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    airlock
+        .get_prompt("alice", "conf", "test_simple_prompt", json!({}))
+        .await
+        .unwrap();
+    airlock
+        .subscribe_resource("alice", "conf", "test://watched-resource", true)
+        .await
+        .unwrap();
+    airlock
+        .complete(
+            "alice",
+            "conf",
+            json!({"ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"},
+                   "argument": {"name": "arg1", "value": "t"}}),
+        )
+        .await
+        .unwrap();
+    airlock.read_output_as("alice", "conf", &id, 0).unwrap();
+    assert_eq!(airlock.status_for("alice").len(), 1);
+    assert!(airlock.instructions_for("alice").contains("- conf"));
+
+    // Mallory, not granted: refused everywhere, and listings leave the service out.
+    let denied = |r: Result<Value, airlock_host::CallError>, what: &str| {
+        let e = r.expect_err(what);
+        assert_eq!(e.code, ErrorCode::ServiceAccessDenied, "{what}: {e}");
+    };
+    assert!(airlock.tools_for("mallory").is_empty());
+    let e = airlock
+        .call_with("mcp__conf__test_simple_text", json!({}), call("mallory"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::ServiceAccessDenied);
+    assert!(
+        airlock
+            .list_resources("mallory", None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    denied(
+        airlock
+            .list_resources("mallory", Some("conf"))
+            .await
+            .map(Value::from),
+        "resources/list of one service",
+    );
+    denied(
+        airlock
+            .read_resource("mallory", "conf", "test://static-text")
+            .await,
+        "resources/read",
+    );
+    assert!(
+        airlock
+            .list_prompts("mallory", None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    denied(
+        airlock
+            .get_prompt("mallory", "conf", "test_simple_prompt", json!({}))
+            .await,
+        "prompts/get",
+    );
+    denied(
+        airlock
+            .subscribe_resource("mallory", "conf", "test://watched-resource", true)
+            .await
+            .map(|_| Value::Null),
+        "resources/subscribe",
+    );
+    denied(
+        airlock
+            .complete(
+                "mallory",
+                "conf",
+                json!({"ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"},
+                       "argument": {"name": "arg1", "value": "t"}}),
+            )
+            .await,
+        "completion/complete",
+    );
+    let e = airlock
+        .read_output_as("mallory", "conf", &id, 0)
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::ServiceAccessDenied);
+    assert!(airlock.status_for("mallory").is_empty());
+    assert!(!airlock.instructions_for("mallory").contains("conf"));
+    assert_eq!(
+        airlock.session_pid("mallory", "conf").await,
+        None,
+        "a refused agent never opened a session"
+    );
+
+    let seen = seen.lock().unwrap().clone();
+    for wanted in [
+        "alice call",
+        "alice resources/read",
+        "alice prompts/get",
+        "alice resources/subscribe",
+        "alice completion/complete",
+        "alice read-output",
+    ] {
+        assert!(
+            seen.iter().any(|s| s == wanted),
+            "{wanted} not checked: {seen:?}"
+        );
+    }
+    airlock.close().await;
+}

@@ -1,16 +1,23 @@
 //! Redaction: known secrets (values the host passes in) and patterns (built-in provider
 //! token shapes plus `patterns` from the configuration). Each match becomes
 //! `[REDACTED:<rule>]` and is recorded in a mark naming the location and the rule.
+//!
+//! One pass per string: every secret and every pattern are compiled into one
+//! multi-pattern regex (secrets first, longest first, then patterns), and the rule of a
+//! match is its pattern's id. The matcher is kept for as long as the secrets stay the
+//! same. A string is copied only from its first match on. Every field a block carries is
+//! redacted — text, URIs, names, titles, descriptions, MIME types, data, and every string
+//! and key of its JSON (annotations, `_meta`, structured content, unknown blocks).
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use aho_corasick::{AhoCorasick, MatchKind};
 use airlock_guest::{
     Config, ContentBlock, Redacted, Redaction, RedactionMark, ResourceContents, Secret, ToolResult,
-    json,
 };
-use regex::Regex;
+use regex_automata::meta::Regex;
 use serde::Deserialize;
+use serde_json::Value;
 
 use crate::Standard;
 
@@ -44,26 +51,38 @@ enum PatternSpec {
     Named { name: String, regex: String },
 }
 
+/// The compiled matcher for one set of secrets: one regex for all of them and every
+/// pattern, and the rule each pattern id stands for.
+struct Matcher {
+    /// The secrets it was built for (name, value), to know when to rebuild.
+    secrets: Vec<(String, String)>,
+    regex: Option<Regex>,
+    rules: Vec<String>,
+}
+
 /// The configured redaction policy.
 pub struct RedactionPolicy {
-    patterns: Vec<(String, Regex)>,
+    patterns: Vec<(String, String)>,
     min_secret_len: usize,
+    matcher: RefCell<Option<Matcher>>,
 }
 
 /// Redaction counts per (location, rule), in a stable order.
 type Tally = BTreeMap<(String, String), u32>;
 
+/// Escapes `text` to match itself literally.
+fn literal(text: &str) -> String {
+    regex_syntax::escape(text)
+}
+
 impl RedactionPolicy {
-    /// Reads `patterns`, `builtin_patterns` and `min_secret_len`, compiling every regex.
+    /// Reads `patterns`, `builtin_patterns` and `min_secret_len`, checking every regex.
     pub fn from_config(config: &Config) -> Result<Self, String> {
         config.deny_unknown(&["patterns", "builtin_patterns", "min_secret_len"])?;
         let mut patterns = Vec::new();
         if config.bool("builtin_patterns")?.unwrap_or(true) {
             for (name, re) in BUILTIN_PATTERNS {
-                patterns.push((
-                    name.to_string(),
-                    Regex::new(re).map_err(|e| format!("built-in {name}: {e}"))?,
-                ));
+                patterns.push((name.to_string(), re.to_string()));
             }
         }
         let specs: Vec<PatternSpec> = config.typed("patterns")?.unwrap_or_default();
@@ -75,60 +94,86 @@ impl RedactionPolicy {
             if re.is_empty() {
                 return Err(format!("`patterns[{i}]` is empty"));
             }
-            let compiled = Regex::new(&re)
+            Regex::new(&re)
                 .map_err(|e| format!("`patterns[{i}]` ({re:?}) is not a valid regex: {e}"))?;
-            patterns.push((name, compiled));
+            patterns.push((name, re));
         }
         let min_secret_len = config.u64("min_secret_len")?.unwrap_or(4) as usize;
         Ok(RedactionPolicy {
             patterns,
             min_secret_len: min_secret_len.max(1),
+            matcher: RefCell::new(None),
         })
     }
 
-    /// Redacts `result`, replacing every known secret and pattern match.
-    pub fn redact(&self, mut result: ToolResult, secrets: &[Secret]) -> Result<Redacted, String> {
-        let secrets: Vec<&Secret> = secrets
+    /// The matcher for `secrets`, built when they differ from the last call's.
+    fn matcher(&self, secrets: &[Secret]) -> Result<std::cell::Ref<'_, Matcher>, String> {
+        let wanted: Vec<(String, String)> = secrets
             .iter()
             .filter(|s| s.value.len() >= self.min_secret_len)
+            .map(|s| (s.name.clone(), s.value.clone()))
             .collect();
-        let matcher = AhoCorasick::builder()
-            .match_kind(MatchKind::LeftmostLongest)
-            .build(secrets.iter().map(|s| s.value.as_bytes()))
-            .map_err(|e| format!("cannot build the secret matcher: {e}"))?;
+        let fresh = self
+            .matcher
+            .borrow()
+            .as_ref()
+            .is_some_and(|m| m.secrets == wanted);
+        if !fresh {
+            let mut ordered: Vec<&(String, String)> = wanted.iter().collect();
+            // Longest first, so a secret that contains another wins where both match.
+            ordered.sort_by(|a, b| b.1.len().cmp(&a.1.len()));
+            let mut sources = Vec::new();
+            let mut rules = Vec::new();
+            for (name, value) in ordered {
+                sources.push(literal(value));
+                rules.push(format!("secret:{name}"));
+            }
+            for (name, re) in &self.patterns {
+                sources.push(re.clone());
+                rules.push(format!("pattern:{name}"));
+            }
+            let regex = if sources.is_empty() {
+                None
+            } else {
+                Some(
+                    Regex::new_many(&sources)
+                        .map_err(|e| format!("cannot build the redaction matcher: {e}"))?,
+                )
+            };
+            *self.matcher.borrow_mut() = Some(Matcher {
+                secrets: wanted,
+                regex,
+                rules,
+            });
+        }
+        Ok(std::cell::Ref::map(self.matcher.borrow(), |m| {
+            m.as_ref().expect("built above")
+        }))
+    }
+
+    /// Redacts `result`, replacing every known secret and pattern match in every field.
+    pub fn redact(&self, mut result: ToolResult, secrets: &[Secret]) -> Result<Redacted, String> {
+        let matcher = self.matcher(secrets)?;
+        let Some(regex) = matcher.regex.as_ref() else {
+            return Ok(Redacted {
+                result,
+                marks: Vec::new(),
+            });
+        };
         let scrub = Scrubber {
-            policy: self,
-            secrets: &secrets,
-            matcher: &matcher,
+            regex,
+            rules: &matcher.rules,
         };
         let mut tally = Tally::new();
         for (i, block) in result.content.iter_mut().enumerate() {
             let location = format!("content[{i}]");
-            let mut f = |s: &mut String| scrub.apply(s, &location, &mut tally);
-            match block {
-                ContentBlock::Text(t) => f(&mut t.text),
-                ContentBlock::Image(_) | ContentBlock::Audio(_) => {}
-                ContentBlock::ResourceLink(l) => {
-                    f(&mut l.uri);
-                    f(&mut l.name);
-                    l.title.as_mut().map(&mut f);
-                    l.description.as_mut().map(&mut f);
-                }
-                ContentBlock::Embedded(r) => match &mut r.contents {
-                    ResourceContents::Text(t) => {
-                        f(&mut t.uri);
-                        f(&mut t.text);
-                    }
-                    ResourceContents::Blob(b) => f(&mut b.uri),
-                },
-                ContentBlock::Unknown(u) => scrub.apply_json(&mut u.raw, &location, &mut tally),
-            }
+            scrub.block(block, &location, &mut tally);
         }
         if let Some(sc) = result.structured_content.as_mut() {
-            scrub.apply_json(sc, "structuredContent", &mut tally);
+            scrub.json(sc, "structuredContent", &mut tally);
         }
         if let Some(meta) = result.meta.as_mut() {
-            scrub.apply_json(meta, "_meta", &mut tally);
+            scrub.json(meta, "_meta", &mut tally);
         }
         let marks = tally
             .into_iter()
@@ -143,65 +188,142 @@ impl RedactionPolicy {
 }
 
 struct Scrubber<'a> {
-    policy: &'a RedactionPolicy,
-    secrets: &'a [&'a Secret],
-    matcher: &'a AhoCorasick,
+    regex: &'a Regex,
+    rules: &'a [String],
 }
 
 impl Scrubber<'_> {
-    /// Redacts one string in place, tallying matches under `location`.
-    fn apply(&self, text: &mut String, location: &str, tally: &mut Tally) {
+    /// Every field of one block.
+    fn block(&self, block: &mut ContentBlock, location: &str, tally: &mut Tally) {
+        let mut text = |s: &mut String| self.text(s, location, tally);
+        let mut json_fields = Vec::new();
+        match block {
+            ContentBlock::Text(t) => {
+                text(&mut t.text);
+                json_fields.extend([&mut t.annotations, &mut t.meta]);
+            }
+            ContentBlock::Image(m) | ContentBlock::Audio(m) => {
+                text(&mut m.data);
+                text(&mut m.mime_type);
+                json_fields.extend([&mut m.annotations, &mut m.meta]);
+            }
+            ContentBlock::ResourceLink(l) => {
+                text(&mut l.uri);
+                text(&mut l.name);
+                for field in [&mut l.title, &mut l.description, &mut l.mime_type] {
+                    if let Some(f) = field.as_mut() {
+                        text(f);
+                    }
+                }
+                json_fields.extend([&mut l.annotations, &mut l.meta]);
+            }
+            ContentBlock::Embedded(r) => {
+                match &mut r.contents {
+                    ResourceContents::Text(t) => {
+                        text(&mut t.uri);
+                        text(&mut t.text);
+                        if let Some(m) = t.mime_type.as_mut() {
+                            text(m);
+                        }
+                        json_fields.push(&mut t.meta);
+                    }
+                    ResourceContents::Blob(b) => {
+                        text(&mut b.uri);
+                        text(&mut b.blob);
+                        if let Some(m) = b.mime_type.as_mut() {
+                            text(m);
+                        }
+                        json_fields.push(&mut b.meta);
+                    }
+                }
+                json_fields.extend([&mut r.annotations, &mut r.meta]);
+            }
+            ContentBlock::Unknown(u) => {
+                text(&mut u.kind);
+                self.json(&mut u.raw, location, tally);
+            }
+        }
+        for field in json_fields.into_iter().flatten() {
+            self.json(field, location, tally);
+        }
+    }
+
+    /// Redacts one string in place.
+    fn text(&self, text: &mut String, location: &str, tally: &mut Tally) {
         if let Some(new) = self.redact_str(text, location, tally) {
             *text = new;
         }
     }
 
-    /// Redacts every string inside a JSON document (kept as JSON text).
-    fn apply_json(&self, text: &mut String, location: &str, tally: &mut Tally) {
-        match serde_json::from_str::<serde_json::Value>(text) {
+    /// Redacts every string and key inside a JSON document (kept as JSON text); text
+    /// that is not JSON is redacted as plain text, so nothing escapes.
+    fn json(&self, text: &mut String, location: &str, tally: &mut Tally) {
+        match serde_json::from_str::<Value>(text) {
             Ok(mut value) => {
-                if json::map_strings(&mut value, &mut |s| self.redact_str(s, location, tally)) > 0 {
+                if self.walk(&mut value, location, tally) {
                     *text = value.to_string();
                 }
             }
-            // Not JSON: redact it as plain text so nothing escapes.
-            Err(_) => self.apply(text, location, tally),
+            Err(_) => self.text(text, location, tally),
         }
     }
 
+    /// Redacts a JSON value in place; returns whether anything changed.
+    fn walk(&self, value: &mut Value, location: &str, tally: &mut Tally) -> bool {
+        match value {
+            Value::String(s) => match self.redact_str(s, location, tally) {
+                Some(new) => {
+                    *s = new;
+                    true
+                }
+                None => false,
+            },
+            Value::Array(items) => items
+                .iter_mut()
+                .fold(false, |changed, v| self.walk(v, location, tally) | changed),
+            Value::Object(map) => {
+                let mut changed = false;
+                if map.keys().any(|k| self.regex.is_match(k.as_str())) {
+                    let old = std::mem::take(map);
+                    for (key, v) in old {
+                        let key = self.redact_str(&key, location, tally).unwrap_or(key);
+                        map.insert(key, v);
+                    }
+                    changed = true;
+                }
+                map.values_mut().fold(changed, |changed, v| {
+                    self.walk(v, location, tally) | changed
+                })
+            }
+            _ => false,
+        }
+    }
+
+    /// `text` with every match replaced, or `None` when nothing matched (no copy made).
     fn redact_str(&self, text: &str, location: &str, tally: &mut Tally) -> Option<String> {
-        let mut current: Option<String> = None;
-        if !self.secrets.is_empty() && self.matcher.is_match(text) {
-            let mut out = String::with_capacity(text.len());
-            let mut last = 0;
-            for m in self.matcher.find_iter(text) {
-                let name = &self.secrets[m.pattern().as_usize()].name;
-                out.push_str(&text[last..m.start()]);
-                out.push_str(&format!("[REDACTED:secret:{name}]"));
-                *tally
-                    .entry((location.to_string(), format!("secret:{name}")))
-                    .or_default() += 1;
-                last = m.end();
+        let mut matches = self.regex.find_iter(text).peekable();
+        matches.peek()?;
+        let mut out = String::with_capacity(text.len());
+        let mut last = 0;
+        for m in matches {
+            if m.is_empty() {
+                continue;
             }
-            out.push_str(&text[last..]);
-            current = Some(out);
+            let rule = &self.rules[m.pattern().as_usize()];
+            out.push_str(&text[last..m.start()]);
+            out.push_str("[REDACTED:");
+            out.push_str(rule);
+            out.push(']');
+            *tally
+                .entry((location.to_string(), rule.clone()))
+                .or_default() += 1;
+            last = m.end();
         }
-        for (name, re) in &self.policy.patterns {
-            let source = current.as_deref().unwrap_or(text);
-            let mut count = 0u32;
-            let replaced = re.replace_all(source, |_: &regex::Captures| {
-                count += 1;
-                format!("[REDACTED:pattern:{name}]")
-            });
-            if count > 0 {
-                let replaced = replaced.into_owned();
-                *tally
-                    .entry((location.to_string(), format!("pattern:{name}")))
-                    .or_default() += count;
-                current = Some(replaced);
-            }
+        if last == 0 {
+            return None;
         }
-        current
+        out.push_str(&text[last..]);
+        Some(out)
     }
 }
 

@@ -121,7 +121,7 @@ impl RedactionPolicy {
         if !fresh {
             let mut ordered: Vec<&(String, String)> = wanted.iter().collect();
             // Longest first, so a secret that contains another wins where both match.
-            ordered.sort_by(|a, b| b.1.len().cmp(&a.1.len()));
+            ordered.sort_by_key(|s| std::cmp::Reverse(s.1.len()));
             let mut sources = Vec::new();
             let mut rules = Vec::new();
             for (name, value) in ordered {

@@ -7,6 +7,7 @@ Every message received is appended (one JSON per line) to $RAW_LOG when it is se
 
 Tools: `exotic` (blocks of unknown types), `slow` (answers only when cancelled, with an
 error, so the client sees the cancelled request answered), `stuck` (never answers),
+`echo`, `big` (`size` characters), `leak` ($SERVICE_TOKEN), `die` (exits mid-call),
 `deep` (a result nested 100,000 levels deep), `refuse` (a JSON-RPC error whose message
 holds $SERVICE_TOKEN), `bad_utf8` (a response line that is not
 UTF-8), `oversize` (a result of $RAW_OVERSIZE bytes, default 40 MiB).
@@ -73,6 +74,10 @@ for line in sys.stdin:
             {"name": "bad_utf8", "description": "Answers with bytes that are not UTF-8", "inputSchema": {"type": "object"}},
             {"name": "oversize", "description": "Answers with a huge result", "inputSchema": {"type": "object"}},
             {"name": "refuse", "description": "Answers with a JSON-RPC error naming $SERVICE_TOKEN", "inputSchema": {"type": "object"}},
+            {"name": "echo", "description": "Returns its text", "inputSchema": {"type": "object"}},
+            {"name": "big", "description": "Returns `size` x characters", "inputSchema": {"type": "object"}},
+            {"name": "leak", "description": "Returns $SERVICE_TOKEN", "inputSchema": {"type": "object"}},
+            {"name": "die", "description": "Exits mid-call", "inputSchema": {"type": "object"}},
         ]}})
     elif method == "tools/call":
         name = msg["params"]["name"]
@@ -88,6 +93,16 @@ for line in sys.stdin:
         elif name == "bad_utf8":
             sys.stdout.buffer.write(b'{"jsonrpc": "2.0", "id": ' + json.dumps(mid).encode() + b', "result": {"content": [{"type": "text", "text": "\xff\xfe bad"}]}}\n')
             sys.stdout.buffer.flush()
+        elif name in ("echo", "big", "leak"):
+            args = msg["params"].get("arguments") or {}
+            text = {
+                "echo": lambda: str(args.get("text", "")),
+                "big": lambda: "x" * int(args.get("size", 0)),
+                "leak": lambda: "token=" + os.environ.get("SERVICE_TOKEN", ""),
+            }[name]()
+            send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}})
+        elif name == "die":
+            sys.exit(7)
         elif name == "refuse":
             token = os.environ.get("SERVICE_TOKEN", "")
             send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32000, "message": f"backend refused token {token}"}})

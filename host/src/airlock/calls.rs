@@ -13,7 +13,7 @@ use super::{Airlock, DEFAULT_AGENT};
 use crate::error::{CallError, ErrorCode};
 use crate::events::{CallStatus, Event};
 use crate::plugin::{RedactionMark, Secret, convert};
-use crate::results::Retained;
+use crate::results::{self, Retained};
 use crate::session::{CallControl, ProgressUpdate};
 
 /// How to run one call.
@@ -272,7 +272,9 @@ impl Airlock {
             Err(e) => return Err(inner.redact_error(&entry.service, e).await),
         };
 
-        let result = convert::result_from_mcp(&reply.result);
+        // Everything CPU-bound about the result — conversion from MCP, the plugins, its
+        // text, digest and preview, the MCP JSON of what comes back — in one hop to a
+        // blocking thread.
         let known = service.secrets();
         let secrets = known
             .iter()
@@ -281,49 +283,41 @@ impl Airlock {
                 value: s.value.clone(),
             })
             .collect();
-        let processed = pipeline.process(result, secrets).await.map_err(|e| {
-            CallError::new(ErrorCode::AdapterError, known.scrub_owned(&e.to_string()))
-        })?;
-        let text = convert::result_text(&processed.result);
-        let redactions: Vec<Redaction> = processed.marks.into_iter().map(Redaction::from).collect();
-        let (retained, preview) = inner
-            .results
-            .retain_for(
-                Some(&options.agent),
-                &entry.service,
-                &text,
-                !redactions.is_empty(),
-                options.preview.unwrap_or(inner.preview),
-            )
+        let result = convert::result_from_mcp(&reply.result);
+        let agent = options.agent.clone();
+        let preview_limit = options.preview.unwrap_or(inner.preview);
+        let (processed, prepared, mcp) = pipeline
+            .process_then(result, secrets, move |processed| {
+                let text = convert::result_text(&processed.result);
+                let prepared = results::prepare(
+                    Some(&agent),
+                    text,
+                    !processed.marks.is_empty(),
+                    preview_limit,
+                );
+                let mcp = convert::result_to_mcp(&processed.result);
+                (processed, prepared, mcp)
+            })
+            .await
             .map_err(|e| {
-                CallError::new(
-                    ErrorCode::ToolError,
-                    format!("cannot retain the result: {e}"),
-                )
+                CallError::new(ErrorCode::AdapterError, known.scrub_owned(&e.to_string()))
             })?;
-        if let Some(output_id) = &retained.output_id {
-            let indexed = inner.registry.index_result(&crate::registry::ResultEntry {
-                output_id: output_id.clone(),
-                service: entry.service.clone(),
-                agent: options.agent.clone(),
-                size: retained.size as u64,
-                digest: retained.digest.clone(),
-                complete: retained.complete,
-                redacted: retained.redacted,
-            });
-            if let Err(e) = indexed {
-                tracing::warn!(service = %entry.service, "cannot index a retained result: {e}");
-            }
-        }
-        let mcp = convert::result_to_mcp(&processed.result);
+        let redactions: Vec<Redaction> = processed.marks.into_iter().map(Redaction::from).collect();
+        let (retained, preview) = inner.results.keep(&entry.service, prepared).await;
+        let Value::Object(mut mcp) = mcp else {
+            unreachable!("result_to_mcp makes an object")
+        };
         Ok(CallOutput {
             service: entry.service.clone(),
             tool: entry.name.clone(),
             raw_tool: entry.raw_name.clone(),
             is_error: processed.result.is_error,
             retained,
-            content: mcp["content"].as_array().cloned().unwrap_or_default(),
-            structured_content: mcp.get("structuredContent").cloned(),
+            content: match mcp.remove("content") {
+                Some(Value::Array(blocks)) => blocks,
+                _ => Vec::new(),
+            },
+            structured_content: mcp.remove("structuredContent"),
             preview,
             redactions,
             elapsed: started.elapsed(),

@@ -5,6 +5,8 @@
 //! runs with its secrets and configured patterns; the host's scrubber runs after it, and
 //! alone when the chain itself fails (a failing plugin cannot open a hole).
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::Inner;
@@ -26,7 +28,7 @@ pub(crate) fn plugin_secrets(known: &KnownSecrets) -> Vec<Secret> {
 /// `value` through `pipeline`'s redaction chain, then the host's scrubber. When the chain
 /// fails, the host's scrubber alone, and a warning naming the plugin.
 pub(crate) async fn redact_with(
-    pipeline: Option<&ServicePipeline>,
+    pipeline: Option<&Arc<ServicePipeline>>,
     secrets: &KnownSecrets,
     value: Value,
 ) -> Value {
@@ -56,7 +58,7 @@ impl Inner {
         let Some(svc) = self.service(service) else {
             return value;
         };
-        redact_with(svc.pipeline.as_deref(), &svc.secrets(), value).await
+        redact_with(svc.pipeline.as_ref(), &svc.secrets(), value).await
     }
 
     /// `text` from (or about) `service`'s server, redacted for egress.

@@ -201,8 +201,8 @@ impl Airlock {
         self.read_output_as(DEFAULT_AGENT, service, output_id, offset)
     }
 
-    /// Closes every session and waits until they are closed; no server process
-    /// outlives this.
+    /// Closes every session and waits until they are closed (no server process
+    /// outlives this), and until every retained result is on disk.
     ///
     /// ```no_run
     /// # async fn run(airlock: airlock_host::Airlock) {
@@ -211,6 +211,13 @@ impl Airlock {
     /// ```
     pub async fn close(self) {
         self.inner.pool.close_all().await;
+        self.inner.results.flush().await;
+    }
+
+    /// Waits until every result retained so far is on disk and indexed (results are
+    /// written off the caller's path; reads see them at once either way).
+    pub async fn flush_results(&self) {
+        self.inner.results.flush().await;
     }
 }
 

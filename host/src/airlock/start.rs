@@ -154,7 +154,12 @@ impl Airlock {
                 PluginRuntime::with_cache(config.sandbox, Some(cache))?
             }
         };
-        let results = ResultStore::open(&data, options.result_limits).map_err(data_err)?;
+        let results = ResultStore::open_indexed(
+            &data,
+            options.result_limits,
+            Some(Arc::new(RegistryIndex(registry.clone()))),
+        )
+        .map_err(data_err)?;
         let secret_store = SecretStore::open(&options.data_dir)?;
         let mut pipelines = build_pipelines(&runtime, &config).await;
 
@@ -332,5 +337,31 @@ impl Inner {
             .name_tools(service.info(), pipeline, listed)
             .await
             .map_err(|e| e.to_string())
+    }
+}
+
+/// The registry's `results` table as the results store's index: the retention writer
+/// reports each batch that reached the disk, and it is recorded in one transaction.
+struct RegistryIndex(Arc<Registry>);
+
+impl crate::results::ResultIndex for RegistryIndex {
+    fn index(&self, batch: &[(String, crate::results::Retained)]) {
+        let entries: Vec<crate::registry::ResultEntry> = batch
+            .iter()
+            .filter_map(|(service, record)| {
+                Some(crate::registry::ResultEntry {
+                    output_id: record.output_id.clone()?,
+                    service: service.clone(),
+                    agent: record.agent.clone().unwrap_or_default(),
+                    size: record.size as u64,
+                    digest: record.digest.clone(),
+                    complete: record.complete,
+                    redacted: record.redacted,
+                })
+            })
+            .collect();
+        if let Err(e) = self.0.index_results(&entries) {
+            tracing::warn!("cannot index {} retained results: {e}", entries.len());
+        }
     }
 }

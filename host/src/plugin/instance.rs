@@ -7,15 +7,87 @@ use std::sync::{Arc, Mutex};
 use wasmtime::Store;
 use wasmtime::component::Instance;
 
+use super::bindings::exports::airlock::adapter as guest;
 use super::runtime::{LoadedPlugin, PluginRuntime};
-use super::state::{PluginState, classify, deadline_ticks, new_store, scaled_deadline};
+use super::state::{
+    PluginState, classify, deadline_ticks, new_store, scaled_deadline, scaled_memory,
+};
 use super::{PluginError, Stage};
 use crate::secrets::KnownSecrets;
 
-/// A live instance and its store.
+/// A live instance, its store, and its stage's typed exports (looked up and
+/// type-checked once, when the instance is created).
 pub(super) struct Live {
-    pub store: Store<PluginState>,
-    pub instance: Instance,
+    store: Store<PluginState>,
+    exports: Exports,
+}
+
+/// The typed functions of the one stage an instance serves.
+pub(super) enum Exports {
+    /// `naming.namespace` and `naming.qualify`.
+    Naming(guest::naming::Guest),
+    /// `content.convert`.
+    Content(guest::content::Guest),
+    /// `redaction.redact`.
+    Redaction(guest::redaction::Guest),
+}
+
+impl Exports {
+    fn load(
+        plugin: &LoadedPlugin,
+        stage: Stage,
+        store: &mut Store<PluginState>,
+        instance: &Instance,
+    ) -> wasmtime::Result<Exports> {
+        const CHECKED: &str = "the stage's export is checked at bind";
+        Ok(match stage {
+            Stage::Naming => Exports::Naming(
+                plugin
+                    .naming_api
+                    .as_ref()
+                    .expect(CHECKED)
+                    .load(store, instance)?,
+            ),
+            Stage::Content => Exports::Content(
+                plugin
+                    .content_api
+                    .as_ref()
+                    .expect(CHECKED)
+                    .load(store, instance)?,
+            ),
+            Stage::Redaction => Exports::Redaction(
+                plugin
+                    .redaction_api
+                    .as_ref()
+                    .expect(CHECKED)
+                    .load(store, instance)?,
+            ),
+        })
+    }
+
+    /// The naming exports (the binding's stage is naming).
+    pub(super) fn naming(&self) -> &guest::naming::Guest {
+        match self {
+            Exports::Naming(api) => api,
+            _ => unreachable!("a naming call on a non-naming binding"),
+        }
+    }
+
+    /// The content export (the binding's stage is content).
+    pub(super) fn content(&self) -> &guest::content::Guest {
+        match self {
+            Exports::Content(api) => api,
+            _ => unreachable!("a content call on a non-content binding"),
+        }
+    }
+
+    /// The redaction export (the binding's stage is redaction).
+    pub(super) fn redaction(&self) -> &guest::redaction::Guest {
+        match self {
+            Exports::Redaction(api) => api,
+            _ => unreachable!("a redaction call on a non-redaction binding"),
+        }
+    }
 }
 
 /// One plugin bound to one stage of one service, with a pool of warm instances.
@@ -51,6 +123,11 @@ impl StageInstance {
         &self.plugin.reference
     }
 
+    /// The runtime the plugin runs on.
+    pub fn runtime(&self) -> &Arc<PluginRuntime> {
+        &self.runtime
+    }
+
     /// The plugin behind this binding.
     pub fn plugin(&self) -> &Arc<LoadedPlugin> {
         &self.plugin
@@ -82,7 +159,11 @@ impl StageInstance {
             .load(&mut store, &instance)
             .map_err(|e| classify(name, self.stage, e, &store))?;
         match api.call_init(&mut store, self.stage, &self.config) {
-            Ok(Ok(())) => Ok(Live { store, instance }),
+            Ok(Ok(())) => {
+                let exports = Exports::load(&self.plugin, self.stage, &mut store, &instance)
+                    .map_err(|e| classify(name, self.stage, e, &store))?;
+                Ok(Live { store, exports })
+            }
             Ok(Err(message)) => Err(PluginError::Config {
                 plugin: name.clone(),
                 stage: self.stage,
@@ -95,38 +176,49 @@ impl StageInstance {
 
     /// Runs `f` on a warm instance. A trap discards the instance; a guest error value
     /// keeps it. What the guest logs or prints meanwhile is scrubbed of `scrub`.
+    /// `work_bytes` (the size of the input) scales the CPU deadline and the memory cap;
+    /// an instance that grew past the base memory cap is dropped after the call, so the
+    /// pool never keeps a large memory around.
     /// Blocking: call from a blocking context.
     pub(super) fn call<R>(
         &self,
         work_bytes: usize,
         scrub: &KnownSecrets,
-        f: impl FnOnce(
-            &mut Store<PluginState>,
-            &Instance,
-            &LoadedPlugin,
-        ) -> wasmtime::Result<Result<R, String>>,
+        f: impl FnOnce(&mut Store<PluginState>, &Exports) -> wasmtime::Result<Result<R, String>>,
     ) -> Result<R, PluginError> {
         let popped = self.pool.lock().expect("instance pool poisoned").pop();
         let mut live = match popped {
             Some(live) => live,
             None => self.instantiate()?,
         };
+        let limits = self.runtime.limits();
         live.store
-            .set_epoch_deadline(deadline_ticks(scaled_deadline(
-                self.runtime.limits().deadline,
-                work_bytes,
-            )));
-        live.store.data_mut().scrub = scrub.clone();
-        let outcome = f(&mut live.store, &live.instance, &self.plugin);
-        live.store.data_mut().flush_output();
-        live.store.data_mut().scrub = KnownSecrets::new();
+            .set_epoch_deadline(deadline_ticks(scaled_deadline(limits.deadline, work_bytes)));
+        {
+            let state = live.store.data_mut();
+            state.limiter.memory_bytes = scaled_memory(limits.memory_bytes, work_bytes);
+            state.scrub = scrub.clone();
+        }
+        let outcome = f(&mut live.store, &live.exports);
+        let keep = {
+            let state = live.store.data_mut();
+            state.flush_output();
+            state.scrub = KnownSecrets::new();
+            state.limiter.memory_bytes = limits.memory_bytes;
+            state.limiter.peak <= limits.memory_bytes
+        };
+        let give_back = |live: Live| {
+            if keep {
+                self.pool.lock().expect("instance pool poisoned").push(live);
+            }
+        };
         match outcome {
             Ok(Ok(value)) => {
-                self.pool.lock().expect("instance pool poisoned").push(live);
+                give_back(live);
                 Ok(value)
             }
             Ok(Err(message)) => {
-                self.pool.lock().expect("instance pool poisoned").push(live);
+                give_back(live);
                 Err(PluginError::Failed {
                     plugin: self.plugin.reference.clone(),
                     stage: self.stage,
@@ -135,6 +227,11 @@ impl StageInstance {
             }
             Err(e) => Err(classify(&self.plugin.reference, self.stage, e, &live.store)),
         }
+    }
+
+    /// How many warm instances the pool holds now.
+    pub fn pooled(&self) -> usize {
+        self.pool.lock().expect("instance pool poisoned").len()
     }
 
     /// Builds the error for a plugin output that breaks the contract.

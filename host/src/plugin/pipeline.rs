@@ -81,24 +81,56 @@ impl ServicePipeline {
         qualify(&self.naming, service, namespace, tools).await
     }
 
-    /// Converts then redacts a result. Any failure fails the whole call, so an
-    /// unredacted result is never returned. The server's `is_error` is kept whatever
-    /// the plugins say.
+    /// Converts then redacts a result, in one hop to a blocking thread. Any failure
+    /// fails the whole call, so an unredacted result is never returned. The server's
+    /// `is_error` is kept whatever the plugins say.
     pub async fn process(
-        &self,
+        self: &Arc<Self>,
         result: ToolResult,
         secrets: Vec<Secret>,
     ) -> Result<Processed, PluginError> {
+        self.process_then(result, secrets, |processed| processed)
+            .await
+    }
+
+    /// [`ServicePipeline::process`], then `finish` on the processed result, all in the
+    /// same hop to a blocking thread (the caller's own CPU work on the result — its text,
+    /// digest, MCP JSON — rides along instead of taking a hop of its own). A large result
+    /// first waits for its share of the host's plugin work budget, so several results
+    /// at the retention limit at once cannot exhaust the host's memory.
+    pub async fn process_then<R: Send + 'static>(
+        self: &Arc<Self>,
+        result: ToolResult,
+        secrets: Vec<Secret>,
+        finish: impl FnOnce(Processed) -> R + Send + 'static,
+    ) -> Result<R, PluginError> {
+        let _budget = self
+            .content
+            .runtime()
+            .work_budget(approx_size(&result))
+            .await;
+        let pipeline = self.clone();
+        blocking(move || {
+            let scrub = scrub_set(&secrets);
+            pipeline.process_now(result, &secrets, &scrub).map(finish)
+        })
+        .await
+    }
+
+    /// [`ServicePipeline::process`] on the calling thread. Blocking (plugins run up to
+    /// their deadline): call it from a blocking context, never on an async worker.
+    /// `scrub` is the service's known secrets, scrubbed from what plugins log.
+    pub fn process_now(
+        &self,
+        result: ToolResult,
+        secrets: &[Secret],
+        scrub: &KnownSecrets,
+    ) -> Result<Processed, PluginError> {
         let is_error = result.is_error;
-        let scrub: KnownSecrets = secrets
-            .iter()
-            .map(|s| (s.name.clone(), s.value.clone()))
-            .collect();
-        let mut converted = convert_scrubbed(&self.content, result, scrub.clone()).await?;
+        let mut converted = convert_now(&self.content, result, scrub)?;
         let mut marks = Vec::new();
         for stage in &self.redaction {
-            let redacted =
-                redact_scrubbed(stage, converted, secrets.clone(), scrub.clone()).await?;
+            let redacted = redact_now(stage, converted, secrets, scrub)?;
             converted = redacted.result;
             marks.extend(redacted.marks);
         }
@@ -108,45 +140,50 @@ impl ServicePipeline {
             marks,
         })
     }
-}
 
-impl ServicePipeline {
     /// Runs only the redaction chain on a JSON document that came from the service's
     /// server but is not a tool result (tool metadata, resource contents, prompt
     /// messages, log data): the document travels as the result's `structuredContent`, so
     /// every string in it is redacted with the service's secrets and configured
-    /// patterns.
+    /// patterns. One hop to a blocking thread for the whole chain.
     pub async fn redact_json(
-        &self,
+        self: &Arc<Self>,
         value: serde_json::Value,
         secrets: Vec<Secret>,
     ) -> Result<serde_json::Value, PluginError> {
-        let mut result = ToolResult {
-            content: Vec::new(),
-            structured_content: Some(value.to_string()),
-            is_error: false,
-            meta: None,
-        };
-        let scrub: KnownSecrets = secrets
-            .iter()
-            .map(|s| (s.name.clone(), s.value.clone()))
-            .collect();
-        for stage in &self.redaction {
-            result = redact_scrubbed(stage, result, secrets.clone(), scrub.clone())
-                .await?
-                .result;
-        }
-        let text = result.structured_content.unwrap_or_default();
-        serde_json::from_str(&text).map_err(|e| {
-            let stage = self
-                .redaction
-                .last()
-                .expect("a redaction chain is never empty");
-            stage.contract_error(format!(
-                "returned structuredContent that is no longer JSON: {e}"
-            ))
+        let pipeline = self.clone();
+        blocking(move || {
+            let scrub = scrub_set(&secrets);
+            let mut result = ToolResult {
+                content: Vec::new(),
+                structured_content: Some(value.to_string()),
+                is_error: false,
+                meta: None,
+            };
+            for stage in &pipeline.redaction {
+                result = redact_now(stage, result, &secrets, &scrub)?.result;
+            }
+            let text = result.structured_content.unwrap_or_default();
+            serde_json::from_str(&text).map_err(|e| {
+                let stage = pipeline
+                    .redaction
+                    .last()
+                    .expect("a redaction chain is never empty");
+                stage.contract_error(format!(
+                    "returned structuredContent that is no longer JSON: {e}"
+                ))
+            })
         })
+        .await
     }
+}
+
+/// The host-side scrub set for `secrets` (what plugins log is scrubbed of them).
+fn scrub_set(secrets: &[Secret]) -> KnownSecrets {
+    secrets
+        .iter()
+        .map(|s| (s.name.clone(), s.value.clone()))
+        .collect()
 }
 
 /// Runs a naming stage's `namespace`, checking the answer.
@@ -157,13 +194,8 @@ pub async fn namespace(
 ) -> Result<String, PluginError> {
     let stage = stage.clone();
     blocking(move || {
-        let ns = stage.call(0, &KnownSecrets::new(), |store, instance, plugin| {
-            let api = plugin
-                .naming_api
-                .as_ref()
-                .expect("checked at bind")
-                .load(&mut *store, instance)?;
-            api.call_namespace(&mut *store, &service, &taken)
+        let ns = stage.call(0, &KnownSecrets::new(), |store, api| {
+            api.naming().call_namespace(store, &service, &taken)
         })?;
         if ns.is_empty() || ns.len() > 64 || taken.contains(&ns) {
             return Err(stage.contract_error(format!(
@@ -183,58 +215,53 @@ pub async fn qualify(
     tools: Vec<Tool>,
 ) -> Result<Vec<NamedTool>, PluginError> {
     let stage = stage.clone();
-    blocking(move || {
-        let raw: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
-        let tools_bytes: usize = tools
-            .iter()
-            .map(|t| {
-                t.name.len()
-                    + t.description.as_ref().map_or(0, String::len)
-                    + t.input_schema.as_ref().map_or(0, String::len)
-            })
-            .sum();
-        let named = stage.call(
-            tools_bytes,
-            &KnownSecrets::new(),
-            |store, instance, plugin| {
-                let api = plugin
-                    .naming_api
-                    .as_ref()
-                    .expect("checked at bind")
-                    .load(&mut *store, instance)?;
-                api.call_qualify(&mut *store, &service, &namespace, &tools)
-            },
-        )?;
-        if named.len() != raw.len() {
+    blocking(move || qualify_now(&stage, &service, &namespace, &tools)).await
+}
+
+/// [`qualify`] on the calling thread (blocking).
+pub fn qualify_now(
+    stage: &StageInstance,
+    service: &ServiceInfo,
+    namespace: &str,
+    tools: &[Tool],
+) -> Result<Vec<NamedTool>, PluginError> {
+    let tools_bytes: usize = tools
+        .iter()
+        .map(|t| {
+            t.name.len()
+                + t.description.as_ref().map_or(0, String::len)
+                + t.input_schema.as_ref().map_or(0, String::len)
+        })
+        .sum();
+    let named = stage.call(tools_bytes, &KnownSecrets::new(), |store, api| {
+        api.naming().call_qualify(store, service, namespace, tools)
+    })?;
+    if named.len() != tools.len() {
+        return Err(stage.contract_error(format!(
+            "returned {} tools for {} listed",
+            named.len(),
+            tools.len()
+        )));
+    }
+    let mut seen = HashSet::with_capacity(named.len());
+    for (tool, raw) in named.iter().zip(tools) {
+        if !is_valid_name(&tool.name) {
             return Err(stage.contract_error(format!(
-                "returned {} tools for {} listed",
-                named.len(),
-                raw.len()
+                "name {:?} does not match ^[a-zA-Z0-9_-]{{1,64}}$",
+                tool.name
             )));
         }
-        let mut seen = HashSet::new();
-        for (tool, raw_name) in named.iter().zip(&raw) {
-            if !is_valid_name(&tool.name) {
-                return Err(stage.contract_error(format!(
-                    "name {:?} does not match ^[a-zA-Z0-9_-]{{1,64}}$",
-                    tool.name
-                )));
-            }
-            if !seen.insert(tool.name.clone()) {
-                return Err(
-                    stage.contract_error(format!("name {:?} is given to two tools", tool.name))
-                );
-            }
-            if &tool.raw_name != raw_name {
-                return Err(stage.contract_error(format!(
-                    "reordered or renamed the raw tool {raw_name:?} (got {:?})",
-                    tool.raw_name
-                )));
-            }
+        if !seen.insert(tool.name.as_str()) {
+            return Err(stage.contract_error(format!("name {:?} is given to two tools", tool.name)));
         }
-        Ok(named)
-    })
-    .await
+        if tool.raw_name != raw.name {
+            return Err(stage.contract_error(format!(
+                "reordered or renamed the raw tool {:?} (got {:?})",
+                raw.name, tool.raw_name
+            )));
+        }
+    }
+    Ok(named)
 }
 
 /// Runs one content stage on a result (`is_error` is kept).
@@ -242,32 +269,23 @@ pub async fn convert(
     stage: &Arc<StageInstance>,
     result: ToolResult,
 ) -> Result<ToolResult, PluginError> {
-    convert_scrubbed(stage, result, KnownSecrets::new()).await
+    let stage = stage.clone();
+    blocking(move || convert_now(&stage, result, &KnownSecrets::new())).await
 }
 
-/// Like [`convert`], scrubbing `scrub` (the service's known secrets) from what the
-/// plugin logs or prints: it sees the result before redaction.
-pub async fn convert_scrubbed(
-    stage: &Arc<StageInstance>,
+/// [`convert`] on the calling thread (blocking), scrubbing `scrub` (the service's known
+/// secrets) from what the plugin logs or prints: it sees the result before redaction.
+pub fn convert_now(
+    stage: &StageInstance,
     result: ToolResult,
-    scrub: KnownSecrets,
+    scrub: &KnownSecrets,
 ) -> Result<ToolResult, PluginError> {
-    let stage = stage.clone();
-    blocking(move || {
-        let is_error = result.is_error;
-        let mut converted =
-            stage.call(approx_size(&result), &scrub, |store, instance, plugin| {
-                let api = plugin
-                    .content_api
-                    .as_ref()
-                    .expect("checked at bind")
-                    .load(&mut *store, instance)?;
-                api.call_convert(&mut *store, &result)
-            })?;
-        converted.is_error = is_error;
-        Ok(converted)
-    })
-    .await
+    let is_error = result.is_error;
+    let mut converted = stage.call(approx_size(&result), scrub, |store, api| {
+        api.content().call_convert(store, &result)
+    })?;
+    converted.is_error = is_error;
+    Ok(converted)
 }
 
 /// Runs one redaction stage on a result (`is_error` is kept).
@@ -276,39 +294,26 @@ pub async fn redact(
     result: ToolResult,
     secrets: Vec<Secret>,
 ) -> Result<Processed, PluginError> {
-    let scrub = secrets
-        .iter()
-        .map(|s| (s.name.clone(), s.value.clone()))
-        .collect();
-    redact_scrubbed(stage, result, secrets, scrub).await
+    let stage = stage.clone();
+    blocking(move || redact_now(&stage, result, &secrets, &scrub_set(&secrets))).await
 }
 
-/// Like [`redact`], with the secrets to scrub from what the plugin logs already built.
-async fn redact_scrubbed(
-    stage: &Arc<StageInstance>,
+/// [`redact`] on the calling thread (blocking), with the scrub set already built.
+pub fn redact_now(
+    stage: &StageInstance,
     result: ToolResult,
-    secrets: Vec<Secret>,
-    scrub: KnownSecrets,
+    secrets: &[Secret],
+    scrub: &KnownSecrets,
 ) -> Result<Processed, PluginError> {
-    let stage = stage.clone();
-    blocking(move || {
-        let is_error = result.is_error;
-        let mut redacted =
-            stage.call(approx_size(&result), &scrub, |store, instance, plugin| {
-                let api = plugin
-                    .redaction_api
-                    .as_ref()
-                    .expect("checked at bind")
-                    .load(&mut *store, instance)?;
-                api.call_redact(&mut *store, &result, &secrets)
-            })?;
-        redacted.result.is_error = is_error;
-        Ok(Processed {
-            result: redacted.result,
-            marks: redacted.marks,
-        })
+    let is_error = result.is_error;
+    let mut redacted = stage.call(approx_size(&result), scrub, |store, api| {
+        api.redaction().call_redact(store, &result, secrets)
+    })?;
+    redacted.result.is_error = is_error;
+    Ok(Processed {
+        result: redacted.result,
+        marks: redacted.marks,
     })
-    .await
 }
 
 /// Roughly how many bytes a plugin has to work through for `result`.

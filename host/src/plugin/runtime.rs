@@ -29,6 +29,11 @@ const WASI_PACKAGES: &[&str] = &[
     "wasi:sockets/",
 ];
 const CACHE_DIR: &str = "plugin-cache";
+/// Inputs at least this large draw on the work budget; smaller ones never wait.
+const BUDGETED_FROM: usize = 1 << 20;
+/// The plugin work budget, in MiB of input in flight at once (about six times that in
+/// guest memory at the peak): four results at the 32 MiB retention limit.
+const WORK_BUDGET_MIB: u32 = 128;
 
 /// A compiled, checked, pre-instantiated plugin.
 pub struct LoadedPlugin {
@@ -63,6 +68,7 @@ pub struct PluginRuntime {
     cache_dir: Option<Dir>,
     loaded: Mutex<HashMap<String, Arc<LoadedPlugin>>>,
     ticker_stop: Arc<AtomicBool>,
+    work_budget: tokio::sync::Semaphore,
 }
 
 impl Drop for PluginRuntime {
@@ -136,12 +142,25 @@ impl PluginRuntime {
             cache_dir,
             loaded: Mutex::new(HashMap::new()),
             ticker_stop,
+            work_budget: tokio::sync::Semaphore::new(WORK_BUDGET_MIB as usize),
         }))
     }
 
     /// The sandbox limits every call runs under.
     pub fn limits(&self) -> SandboxLimits {
         self.limits
+    }
+
+    /// Waits for `work_bytes` of the plugin work budget (held until the permit drops).
+    /// Inputs under 1 MiB never wait; one larger than the whole budget takes all of it.
+    pub async fn work_budget(&self, work_bytes: usize) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        if work_bytes < BUDGETED_FROM {
+            return None;
+        }
+        let mib = u32::try_from(work_bytes.div_ceil(1 << 20))
+            .unwrap_or(u32::MAX)
+            .min(WORK_BUDGET_MIB);
+        self.work_budget.acquire_many(mib).await.ok()
     }
 
     pub(super) fn engine(&self) -> &Engine {

@@ -24,7 +24,10 @@ const LOG_MESSAGE_CAP: usize = 4 << 10;
 
 /// Caps linear memory and tables, remembering whether the cap was hit.
 pub(crate) struct Limiter {
-    memory_bytes: usize,
+    /// The cap in force for the call in progress.
+    pub(super) memory_bytes: usize,
+    /// The largest memory the instance has asked for, over its life.
+    pub(super) peak: usize,
     hit: bool,
 }
 
@@ -37,11 +40,13 @@ impl ResourceLimiter for Limiter {
     ) -> wasmtime::Result<bool> {
         if desired > self.memory_bytes {
             self.hit = true;
+            self.peak = self.peak.max(desired);
             wasmtime::bail!(
                 "memory limit of {} bytes exceeded (wanted {desired})",
                 self.memory_bytes
             );
         }
+        self.peak = self.peak.max(desired);
         Ok(true)
     }
 
@@ -176,6 +181,7 @@ pub(super) fn new_store(
         table: ResourceTable::new(),
         limiter: Limiter {
             memory_bytes: limits.memory_bytes,
+            peak: 0,
             hit: false,
         },
         plugin: plugin.to_string(),
@@ -200,6 +206,13 @@ pub(super) fn scaled_deadline(
     work_bytes: usize,
 ) -> std::time::Duration {
     deadline + deadline.mul_f64(work_bytes as f64 / (4 << 20) as f64)
+}
+
+/// The memory cap grows with the input: a plugin holds its input, its output and the
+/// allocator's growth at once, so six times the input on top of the base cap lets a
+/// result at the retention limit through, while a small input stays under the base cap.
+pub(super) fn scaled_memory(base: usize, work_bytes: usize) -> usize {
+    base.saturating_add(work_bytes.saturating_mul(6))
 }
 
 pub(super) fn deadline_ticks(deadline: std::time::Duration) -> u64 {

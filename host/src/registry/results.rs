@@ -27,20 +27,31 @@ pub struct ResultEntry {
 impl Registry {
     /// Records a retained result in the index.
     pub fn index_result(&self, entry: &ResultEntry) -> Result<(), RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        db.execute(
-            "INSERT OR REPLACE INTO results (output_id, service, agent, size, digest, complete, redacted)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![
-                entry.output_id,
-                entry.service,
-                entry.agent,
-                entry.size,
-                entry.digest,
-                entry.complete,
-                entry.redacted
-            ],
-        )?;
+        self.index_results(std::slice::from_ref(entry))
+    }
+
+    /// Records a batch of retained results in the index, in one transaction.
+    pub fn index_results(&self, entries: &[ResultEntry]) -> Result<(), RegistryError> {
+        let mut db = self.db.lock().expect("registry lock poisoned");
+        let tx = db.transaction()?;
+        {
+            let mut insert = tx.prepare_cached(
+                "INSERT OR REPLACE INTO results (output_id, service, agent, size, digest, complete, redacted)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?;
+            for entry in entries {
+                insert.execute(params![
+                    entry.output_id,
+                    entry.service,
+                    entry.agent,
+                    entry.size,
+                    entry.digest,
+                    entry.complete,
+                    entry.redacted
+                ])?;
+            }
+        }
+        tx.commit()?;
         Ok(())
     }
 

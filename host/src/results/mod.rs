@@ -3,14 +3,20 @@
 //! `sha256:` digest and whether it was redacted; callers see a preview and page through
 //! the rest. Files are reached only through a `cap_std` directory handle, and an
 //! `output_id` must be one Airlock made, so no caller-supplied text names a path.
+//! Writes are durable (`fsync` before rename) and happen off the caller's path, on the
+//! retention writer's thread; until a text is on disk it is read from memory.
 //!
 //! Layer 4 (storage). May import: `digest`.
 
 mod export;
+mod writer;
 
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom};
+use std::sync::Arc;
 
 pub use export::{Export, ExportError, ExportedPart, MAX_EXPORT_PARTS};
+pub use writer::ResultIndex;
+use writer::{Writer, write_output};
 
 use cap_std::fs::Dir;
 use serde::{Deserialize, Serialize};
@@ -126,10 +132,56 @@ pub fn cut_at_char_boundary(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
+/// A result ready to keep: its record (without an id yet), its preview and its text.
+/// Made by [`prepare`], on a blocking thread: it digests the whole text.
+#[derive(Debug)]
+pub struct Prepared {
+    record: Retained,
+    preview: String,
+    text: String,
+}
+
+/// Digests `text` and cuts its preview of at most `preview_limit` bytes, for `agent`.
+/// CPU work in proportion to the text: call it where blocking is allowed.
+pub fn prepare(
+    agent: Option<&str>,
+    text: String,
+    redacted: bool,
+    preview_limit: usize,
+) -> Prepared {
+    let (record, preview) = describe(agent, &text, redacted, preview_limit);
+    Prepared {
+        record,
+        preview,
+        text,
+    }
+}
+
+/// The record (without an id) and the preview of `text`.
+fn describe(
+    agent: Option<&str>,
+    text: &str,
+    redacted: bool,
+    preview_limit: usize,
+) -> (Retained, String) {
+    let preview = cut_at_char_boundary(text, preview_limit).to_string();
+    let record = Retained {
+        output_id: None,
+        size: text.len(),
+        digest: digest(text.as_bytes()),
+        complete: preview.len() == text.len(),
+        redacted,
+        not_retained_reason: None,
+        agent: agent.map(str::to_string),
+    };
+    (record, preview)
+}
+
 /// The store under `<data dir>/outputs`.
 pub struct ResultStore {
     dir: Dir,
     limits: ResultLimits,
+    writer: Writer,
 }
 
 fn service_dir_name(service: &str) -> String {
@@ -157,13 +209,47 @@ fn valid_output_id(id: &str) -> bool {
             .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
 }
 
+fn is_continuation(byte: u8) -> bool {
+    byte & 0xC0 == 0x80
+}
+
+/// The length of the page that starts `window` (the bytes from the page's offset on,
+/// at least `page_size + 4` of them unless the text ends sooner): at most `page_size`
+/// bytes ending on a character boundary, or one whole character when `page_size` is
+/// smaller than it.
+fn page_len(window: &[u8], page_size: usize) -> usize {
+    let mut cut = page_size.min(window.len());
+    while cut > 0 && cut < window.len() && is_continuation(window[cut]) {
+        cut -= 1;
+    }
+    if cut == 0 && !window.is_empty() {
+        cut = 1;
+        while cut < window.len() && is_continuation(window[cut]) {
+            cut += 1;
+        }
+    }
+    cut
+}
+
 impl ResultStore {
     /// Opens (creating) `outputs/` inside the data directory.
     pub fn open(data_dir: &Dir, limits: ResultLimits) -> std::io::Result<Self> {
+        Self::open_indexed(data_dir, limits, None)
+    }
+
+    /// [`ResultStore::open`], reporting every result that reaches the disk to `index`.
+    pub fn open_indexed(
+        data_dir: &Dir,
+        limits: ResultLimits,
+        index: Option<Arc<dyn ResultIndex>>,
+    ) -> std::io::Result<Self> {
         data_dir.create_dir_all(OUTPUTS_DIR)?;
+        let dir = data_dir.open_dir(OUTPUTS_DIR)?;
+        let writer = Writer::start(dir.try_clone()?, index)?;
         Ok(ResultStore {
-            dir: data_dir.open_dir(OUTPUTS_DIR)?,
+            dir,
             limits,
+            writer,
         })
     }
 
@@ -172,8 +258,9 @@ impl ResultStore {
         self.limits
     }
 
-    /// Keeps `text` (already redacted) for `service` and returns its record and the
-    /// preview of at most `preview_limit` bytes.
+    /// Keeps `text` (already redacted) for `service` now, durably, and returns its
+    /// record and the preview of at most `preview_limit` bytes. Blocking (it writes and
+    /// `fsync`s); the data path uses [`prepare`] and [`ResultStore::keep`] instead.
     pub fn retain(
         &self,
         service: &str,
@@ -193,45 +280,89 @@ impl ResultStore {
         redacted: bool,
         preview_limit: usize,
     ) -> std::io::Result<(Retained, String)> {
-        let preview = cut_at_char_boundary(text, preview_limit).to_string();
-        let mut record = Retained {
-            output_id: None,
-            size: text.len(),
-            digest: digest(text.as_bytes()),
-            complete: preview.len() == text.len(),
-            redacted,
-            not_retained_reason: None,
-            agent: agent.map(str::to_string),
-        };
-        if text.len() > self.limits.max_retained {
-            record.not_retained_reason = Some(format!(
-                "the result is {} bytes, over the retention limit of {} bytes; it was not kept",
-                text.len(),
-                self.limits.max_retained
-            ));
-            return Ok((record, preview));
+        let (mut record, preview_text) = describe(agent, text, redacted, preview_limit);
+        if let Some(reason) = self.over_limit(record.size) {
+            record.not_retained_reason = Some(reason);
+            return Ok((record, preview_text));
         }
-        let id = uuid::Uuid::new_v4().simple().to_string();
-        let sub = service_dir_name(service);
-        self.dir.create_dir_all(&sub)?;
-        let dir = self.dir.open_dir(&sub)?;
+        let id = new_output_id();
         record.output_id = Some(id.clone());
-        let tmp = format!("{id}.tmp");
-        {
-            let mut file = dir.create(&tmp)?;
-            file.write_all(text.as_bytes())?;
-            file.sync_all()?;
-        }
-        dir.rename(&tmp, &dir, format!("{id}.txt"))?;
-        dir.write(
-            format!("{id}.json"),
-            serde_json::to_vec(&record).map_err(std::io::Error::other)?,
-        )?;
-        Ok((record, preview))
+        write_output(&self.dir, &service_dir_name(service), &id, &record, text)?;
+        Ok((record, preview_text))
     }
 
-    /// The record of a retained output.
-    pub fn record(&self, service: &str, output_id: &str) -> Result<Retained, ReadError> {
+    /// Keeps a prepared result for `service`: it gets its `output_id` and is readable at
+    /// once, and reaches the disk on the retention writer's thread. Waits only when the
+    /// results already waiting for the disk fill the writer's memory budget.
+    pub async fn keep(&self, service: &str, prepared: Prepared) -> (Retained, String) {
+        let Prepared {
+            mut record,
+            preview,
+            text,
+        } = prepared;
+        if let Some(reason) = self.over_limit(record.size) {
+            record.not_retained_reason = Some(reason);
+            return (record, preview);
+        }
+        let id = new_output_id();
+        record.output_id = Some(id.clone());
+        self.writer
+            .submit(
+                service_dir_name(service),
+                service,
+                id,
+                record.clone(),
+                Arc::from(text),
+            )
+            .await;
+        (record, preview)
+    }
+
+    /// Waits until every result kept so far is on disk (and indexed).
+    pub async fn flush(&self) {
+        self.writer.flush().await;
+    }
+
+    fn over_limit(&self, size: usize) -> Option<String> {
+        (size > self.limits.max_retained).then(|| {
+            format!(
+                "the result is {size} bytes, over the retention limit of {} bytes; it was not kept",
+                self.limits.max_retained
+            )
+        })
+    }
+
+    /// The text of an output not yet on disk, if it is one.
+    fn pending(&self, output_id: &str) -> Option<Arc<writer::Pending>> {
+        self.writer
+            .shared
+            .pending
+            .lock()
+            .expect("pending lock poisoned")
+            .get(output_id)
+            .cloned()
+    }
+
+    /// Why an output is missing when its write failed.
+    fn failed(&self, output_id: &str) -> Option<ReadError> {
+        let failed = self
+            .writer
+            .shared
+            .failed
+            .lock()
+            .expect("failed lock poisoned");
+        failed.get(output_id).map(|message| ReadError::Io {
+            output_id: output_id.into(),
+            message: format!("it could not be written: {message}"),
+        })
+    }
+
+    fn open_output(
+        &self,
+        service: &str,
+        output_id: &str,
+        extension: &str,
+    ) -> Result<cap_std::fs::File, ReadError> {
         let not_found = || ReadError::NotFound {
             service: service.into(),
             output_id: output_id.into(),
@@ -239,17 +370,23 @@ impl ResultStore {
         if !valid_output_id(output_id) {
             return Err(not_found());
         }
-        let dir = self
+        let opened = self
             .dir
             .open_dir(service_dir_name(service))
-            .map_err(|_| not_found())?;
-        let bytes = dir
-            .read(format!("{output_id}.json"))
-            .map_err(|_| not_found())?;
-        serde_json::from_slice(&bytes).map_err(|e| ReadError::Io {
-            output_id: output_id.into(),
-            message: e.to_string(),
-        })
+            .and_then(|dir| dir.open(format!("{output_id}.{extension}")));
+        opened.map_err(|_| self.failed(output_id).unwrap_or_else(not_found))
+    }
+
+    /// The record of a retained output.
+    pub fn record(&self, service: &str, output_id: &str) -> Result<Retained, ReadError> {
+        if let Some(pending) = self.pending(output_id) {
+            return Ok(pending.record.clone());
+        }
+        let mut bytes = Vec::new();
+        self.open_output(service, output_id, "json")?
+            .read_to_end(&mut bytes)
+            .map_err(|e| io_error(output_id, e))?;
+        serde_json::from_slice(&bytes).map_err(|e| io_error(output_id, e))
     }
 
     /// Reads a page for `agent`: refused unless the output was produced by that agent's
@@ -276,28 +413,18 @@ impl ResultStore {
 
     /// The whole retained text of an output.
     pub(crate) fn full_text(&self, service: &str, output_id: &str) -> Result<String, ReadError> {
-        let not_found = || ReadError::NotFound {
-            service: service.into(),
-            output_id: output_id.into(),
-        };
-        if !valid_output_id(output_id) {
-            return Err(not_found());
+        if let Some(pending) = self.pending(output_id) {
+            return Ok(pending.text.to_string());
         }
-        let dir = self
-            .dir
-            .open_dir(service_dir_name(service))
-            .map_err(|_| not_found())?;
-        let bytes = dir
-            .read(format!("{output_id}.txt"))
-            .map_err(|_| not_found())?;
-        String::from_utf8(bytes).map_err(|e| ReadError::Io {
-            output_id: output_id.into(),
-            message: e.to_string(),
-        })
+        let mut text = String::new();
+        self.open_output(service, output_id, "txt")?
+            .read_to_string(&mut text)
+            .map_err(|e| io_error(output_id, e))?;
+        Ok(text)
     }
 
     /// Reads the page of at most `page_size` bytes starting at byte `offset`, ending on a
-    /// character boundary.
+    /// character boundary. Only the page is read from disk.
     pub fn read(
         &self,
         service: &str,
@@ -305,27 +432,58 @@ impl ResultStore {
         offset: usize,
         page_size: usize,
     ) -> Result<Page, ReadError> {
-        let text = self.full_text(service, output_id)?;
-        if offset > text.len() || !text.is_char_boundary(offset) {
+        let page_size = page_size.max(4);
+        let (mut window, size) = match self.pending(output_id) {
+            Some(pending) => {
+                let bytes = pending.text.as_bytes();
+                let from = offset.min(bytes.len());
+                let to = bytes.len().min(from.saturating_add(page_size + 4));
+                (bytes[from..to].to_vec(), bytes.len())
+            }
+            None => {
+                let mut file = self.open_output(service, output_id, "txt")?;
+                let size = file.metadata().map_err(|e| io_error(output_id, e))?.len() as usize;
+                let mut window = Vec::new();
+                if offset < size {
+                    file.seek(SeekFrom::Start(offset as u64))
+                        .and_then(|_| {
+                            (&mut file)
+                                .take((page_size + 4) as u64)
+                                .read_to_end(&mut window)
+                        })
+                        .map_err(|e| io_error(output_id, e))?;
+                }
+                (window, size)
+            }
+        };
+        if offset > size || window.first().is_some_and(|&b| is_continuation(b)) {
             return Err(ReadError::BadOffset {
                 output_id: output_id.into(),
                 offset,
-                size: text.len(),
+                size,
             });
         }
-        let mut page = cut_at_char_boundary(&text[offset..], page_size.max(4));
-        if page.is_empty() && offset < text.len() {
-            // A page smaller than one character still returns that character.
-            let ch = text[offset..].chars().next().expect("offset < len");
-            page = &text[offset..offset + ch.len_utf8()];
-        }
-        let end = offset + page.len();
-        let eof = end >= text.len();
+        let len = page_len(&window, page_size);
+        window.truncate(len);
+        let text = String::from_utf8(window).map_err(|e| io_error(output_id, e))?;
+        let end = offset + len;
+        let eof = end >= size;
         Ok(Page {
-            text: page.to_string(),
+            text,
             next_offset: (!eof).then_some(end),
             eof,
         })
+    }
+}
+
+fn new_output_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+fn io_error(output_id: &str, error: impl std::fmt::Display) -> ReadError {
+    ReadError::Io {
+        output_id: output_id.into(),
+        message: error.to_string(),
     }
 }
 

@@ -1,0 +1,218 @@
+//! The retention writer: results are made durable off the caller's path. A call hands
+//! its redacted text to [`Writer::submit`] and returns at once; a dedicated thread
+//! writes each text to a temporary file, `fsync`s it, renames it into place, writes its
+//! record, then reports the batch to the [`ResultIndex`]. Until a text is on disk, reads
+//! are served from memory, so an `output_id` is readable the moment it is handed out.
+//!
+//! Memory is bounded: texts waiting for the disk hold a share of a byte budget, and a
+//! caller whose text does not fit waits (asynchronously) for earlier writes to finish.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use cap_std::fs::Dir;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+
+use super::Retained;
+
+/// Bytes of text that may wait for the disk at once.
+const PENDING_BUDGET: usize = 256 << 20;
+/// The budget is counted in units of this many bytes.
+const PERMIT_BYTES: usize = 64 << 10;
+/// Failed writes remembered, so a read of one says why it is missing.
+const FAILED_KEPT: usize = 1024;
+
+/// Where durable results are reported (the registry's index, in the full host).
+pub trait ResultIndex: Send + Sync {
+    /// Records a batch of results that are now on disk, with their service names.
+    fn index(&self, batch: &[(String, Retained)]);
+}
+
+/// A text waiting for the disk, as readers see it meanwhile.
+pub(super) struct Pending {
+    pub record: Retained,
+    pub text: Arc<str>,
+}
+
+/// One write for the writer thread.
+struct Job {
+    dir_name: String,
+    id: String,
+    service: String,
+    record: Retained,
+    text: Arc<str>,
+    _budget: OwnedSemaphorePermit,
+}
+
+enum Message {
+    Write(Job),
+    /// Answered once every job sent before it is on disk.
+    Flush(oneshot::Sender<()>),
+}
+
+/// The state shared by callers, readers and the writer thread.
+#[derive(Default)]
+pub(super) struct Shared {
+    /// Texts not yet on disk, by output id.
+    pub pending: Mutex<HashMap<String, Arc<Pending>>>,
+    /// Outputs whose write failed, by id, with the reason.
+    pub failed: Mutex<HashMap<String, String>>,
+}
+
+/// The handle callers use; dropping it lets the thread finish what it holds and exit.
+pub(super) struct Writer {
+    sender: mpsc::UnboundedSender<Message>,
+    budget: Arc<Semaphore>,
+    pub shared: Arc<Shared>,
+}
+
+impl Writer {
+    /// Starts the writer thread over `dir` (the `outputs/` folder).
+    pub fn start(dir: Dir, index: Option<Arc<dyn ResultIndex>>) -> std::io::Result<Writer> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared::default());
+        let thread_shared = shared.clone();
+        std::thread::Builder::new()
+            .name("airlock-retain".into())
+            .spawn(move || run(dir, receiver, thread_shared, index))?;
+        Ok(Writer {
+            sender,
+            budget: Arc::new(Semaphore::new(PENDING_BUDGET / PERMIT_BYTES)),
+            shared,
+        })
+    }
+
+    /// Queues `text` to be kept as output `id` of `service`; readable at once. Waits
+    /// only when the texts already waiting for the disk fill the budget.
+    pub async fn submit(
+        &self,
+        dir_name: String,
+        service: &str,
+        id: String,
+        record: Retained,
+        text: Arc<str>,
+    ) {
+        let units = text
+            .len()
+            .div_ceil(PERMIT_BYTES)
+            .clamp(1, PENDING_BUDGET / PERMIT_BYTES);
+        let budget = self
+            .budget
+            .clone()
+            .acquire_many_owned(units as u32)
+            .await
+            .expect("the retention budget is never closed");
+        self.shared
+            .pending
+            .lock()
+            .expect("pending lock poisoned")
+            .insert(
+                id.clone(),
+                Arc::new(Pending {
+                    record: record.clone(),
+                    text: text.clone(),
+                }),
+            );
+        let job = Job {
+            dir_name,
+            id: id.clone(),
+            service: service.to_string(),
+            record,
+            text,
+            _budget: budget,
+        };
+        if self.sender.send(Message::Write(job)).is_err() {
+            // The thread is gone (it only exits when this handle drops): keep the text
+            // readable from memory and say so.
+            tracing::error!(output_id = %id, "the retention writer has stopped; the result is kept in memory only");
+        }
+    }
+
+    /// Waits until every result submitted so far is on disk.
+    pub async fn flush(&self) {
+        let (done, wait) = oneshot::channel();
+        if self.sender.send(Message::Flush(done)).is_ok() {
+            let _ = wait.await;
+        }
+    }
+}
+
+/// The writer thread: drains the queue in batches, so one index update covers every
+/// result that arrived while the previous batch was being written.
+fn run(
+    dir: Dir,
+    mut receiver: mpsc::UnboundedReceiver<Message>,
+    shared: Arc<Shared>,
+    index: Option<Arc<dyn ResultIndex>>,
+) {
+    while let Some(first) = receiver.blocking_recv() {
+        let mut batch = vec![first];
+        while let Ok(more) = receiver.try_recv() {
+            batch.push(more);
+        }
+        let mut written = Vec::new();
+        let mut flushes = Vec::new();
+        for message in batch {
+            match message {
+                Message::Write(job) => {
+                    match write(&dir, &job) {
+                        Ok(()) => written.push((job.service.clone(), job.record.clone())),
+                        Err(e) => {
+                            tracing::error!(output_id = %job.id, service = %job.service, "cannot retain a result: {e}");
+                            let mut failed = shared.failed.lock().expect("failed lock poisoned");
+                            if failed.len() >= FAILED_KEPT {
+                                failed.clear();
+                            }
+                            failed.insert(job.id.clone(), e.to_string());
+                        }
+                    }
+                    shared
+                        .pending
+                        .lock()
+                        .expect("pending lock poisoned")
+                        .remove(&job.id);
+                }
+                Message::Flush(done) => flushes.push(done),
+            }
+        }
+        if let Some(index) = &index
+            && !written.is_empty()
+        {
+            index.index(&written);
+        }
+        for done in flushes {
+            let _ = done.send(());
+        }
+    }
+}
+
+/// Writes one result durably: text to a temporary file, `fsync`, rename, then the
+/// record (a record always names a text that is on disk).
+fn write(outputs: &Dir, job: &Job) -> std::io::Result<()> {
+    write_output(outputs, &job.dir_name, &job.id, &job.record, &job.text)
+}
+
+/// The durable write itself, shared with the synchronous [`super::ResultStore::retain_for`].
+pub(super) fn write_output(
+    outputs: &Dir,
+    dir_name: &str,
+    id: &str,
+    record: &Retained,
+    text: &str,
+) -> std::io::Result<()> {
+    outputs.create_dir_all(dir_name)?;
+    let dir = outputs.open_dir(dir_name)?;
+    let tmp = format!("{id}.tmp");
+    {
+        let mut file = dir.create(&tmp)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+    }
+    dir.rename(&tmp, &dir, format!("{id}.txt"))?;
+    dir.write(
+        format!("{id}.json"),
+        serde_json::to_vec(record).map_err(std::io::Error::other)?,
+    )?;
+    Ok(())
+}

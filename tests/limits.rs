@@ -194,3 +194,68 @@ fn the_cli_saves_an_output_and_refuses_too_many_parts() {
     assert!(out.status.success(), "{saved}");
     assert_eq!(saved["export"]["parts"].as_array().unwrap().len(), 10);
 }
+
+/// A 30 MiB result with a known secret every 4 KiB goes through the content and
+/// redaction plugins, comes back with every occurrence redacted, is retained whole, and
+/// pages back byte for byte.
+#[tokio::test]
+async fn a_30_mib_result_full_of_secrets_is_redacted_retained_and_pages_back_exactly() {
+    const TOKEN: &str = "salted-secret-4f1c9a7e";
+    const SIZE: usize = 30 << 20;
+    let ws = Workspace::new(&raw_entry(
+        "raw",
+        "normal",
+        &format!("tool_timeout_secs = 120\nenv = {{ SERVICE_TOKEN = \"{TOKEN}\" }}"),
+    ));
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    let out = airlock
+        .call("mcp__raw__salted", json!({"size": SIZE}), None)
+        .await
+        .unwrap();
+    assert!(!out.is_error);
+    // What the server sent, and what must come back: each token replaced by its marker.
+    let block: String = format!("{TOKEN} {}", "line of ordinary text\n".repeat(4096))
+        .chars()
+        .take(4096)
+        .collect();
+    let sent: String = block.repeat(SIZE / 4096 + 1).chars().take(SIZE).collect();
+    let occurrences = sent.matches(TOKEN).count();
+    assert_eq!(occurrences, SIZE / 4096);
+    let expected = sent.replace(TOKEN, "[REDACTED:secret:SERVICE_TOKEN]");
+    assert!(out.retained.redacted);
+    assert_eq!(
+        out.redactions
+            .iter()
+            .map(|r| r.count as usize)
+            .sum::<usize>(),
+        occurrences
+    );
+    let output_id = out
+        .retained
+        .output_id
+        .clone()
+        .expect("the result is retained");
+    assert_eq!(out.retained.size, expected.len());
+    assert_eq!(
+        out.retained.digest,
+        airlock_host::results::digest(expected.as_bytes())
+    );
+
+    let mut paged = String::with_capacity(expected.len());
+    let mut offset = 0;
+    loop {
+        let page = airlock.read_output("raw", &output_id, offset).unwrap();
+        paged.push_str(&page.text);
+        match page.next_offset {
+            Some(next) => offset = next,
+            None => break,
+        }
+    }
+    assert!(paged == expected, "the pages rejoin to the redacted text");
+    assert!(!paged.contains(TOKEN));
+    // Once on disk, it reads back the same.
+    airlock.flush_results().await;
+    let first = airlock.read_output("raw", &output_id, 0).unwrap();
+    assert!(expected.starts_with(&first.text) && !first.text.is_empty());
+    airlock.close().await;
+}

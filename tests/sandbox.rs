@@ -288,3 +288,63 @@ fn compiled_plugins_are_cached_on_disk_for_warm_starts() {
         "warm start {warm:?} should beat cold compile {cold:?}"
     );
 }
+
+/// Eight calls whose content plugin spins until its deadline, at once on two cores, do
+/// not hold up calls on another service: plugins run off the async runtime's workers, so
+/// the unrelated calls all finish while every runaway call is still spinning. Then each
+/// runaway call fails with the deadline named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runaway_plugins_do_not_delay_calls_on_other_services() {
+    let hostile = fixture_wasm("hostile");
+    let runaway = |name: &str| {
+        support::demo_entry(
+            name,
+            &format!(
+                "adapters = {{ content = {} }}\nadapter_config = {{ content = {{ mode = \"loop\" }} }}",
+                toml_str(hostile.display().to_string())
+            ),
+        )
+    };
+    let ws = Workspace::new(&format!(
+        "[sandbox]\ndeadline_ms = 8000\n\n{}{}{}",
+        runaway("spin_a"),
+        runaway("spin_b"),
+        support::demo_entry("calm", ""),
+    ));
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    let spinning: Vec<_> = (0..8)
+        .map(|i| {
+            let airlock = airlock.clone();
+            let tool = if i % 2 == 0 {
+                "mcp__spin_a__echo"
+            } else {
+                "mcp__spin_b__echo"
+            };
+            tokio::spawn(async move { airlock.call(tool, json!({"text": "spin"}), None).await })
+        })
+        .collect();
+    // The echo round trips take milliseconds; give the runaway calls time to reach
+    // their plugins (what is asserted below is an order, not a duration).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for i in 0..8 {
+        let out = airlock
+            .call(
+                "mcp__calm__echo",
+                json!({"text": format!("calm {i}")}),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(out.preview, format!("calm {i}"));
+    }
+    assert!(
+        spinning.iter().all(|call| !call.is_finished()),
+        "every unrelated call finished while the runaway plugins were still spinning"
+    );
+    for call in spinning {
+        let err = call.await.unwrap().unwrap_err();
+        assert_eq!(err.code, ErrorCode::AdapterError, "{err}");
+        assert!(err.message.contains("deadline"), "{err}");
+    }
+    airlock.close().await;
+}

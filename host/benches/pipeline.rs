@@ -1,13 +1,23 @@
-//! The adapter pipeline in the WebAssembly sandbox against the same plugin logic
-//! compiled natively, measured in the same run: naming a 1,000-tool catalog, and content
-//! conversion + redaction of a 4 KiB and a 1 MiB result. `scripts/bench-ratios.sh`
-//! prints the wasm/native ratios from criterion's estimates.
+//! The adapter pipeline in the WebAssembly sandbox against the same plugin code compiled
+//! natively, both run on the benchmark's own thread and measured in the same run:
+//!
+//! - P1/P3: content conversion + redaction of a 4 KiB, 1 MiB and 32 MiB result
+//!   (`content_redaction_*`); the hop to a blocking thread that a call adds around the
+//!   plugins is measured on its own (`blocking_hop`).
+//! - P4/P5: naming 1,000 and 10,000 tools (`naming_*`), the native side making the same
+//!   checks the host makes on the plugin's answer.
+//! - P6: loading a plugin from the compiled-artifact cache against compiling it cold
+//!   (`plugin_load`).
+//!
+//! `scripts/bench-ratios.sh` prints the ratios from criterion's estimates.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use airlock_guest as guest;
 use airlock_host::config::{PluginRef, SandboxLimits};
 use airlock_host::plugin::{self, PluginRuntime, Secret, ServiceInfo, Stage, convert};
+use airlock_host::secrets::KnownSecrets;
 use airlock_plugin_standard::naming::{NamingPolicy, Style};
 use airlock_plugin_standard::redaction::RedactionPolicy;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -80,28 +90,24 @@ fn guest_result(v: &Value) -> guest::ToolResult {
     }
 }
 
-fn bench(c: &mut Criterion) {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let runtime: Arc<PluginRuntime> = PluginRuntime::new(SandboxLimits::default(), None).unwrap();
+/// The checks the host makes on a naming plugin's answer (`plugin::qualify_now`), on the
+/// native side: as many names as tools, each valid and unique, raw names in order.
+fn check_names(named: &[guest::NamedTool], tools: &[guest::Tool]) {
+    assert_eq!(named.len(), tools.len());
+    let mut seen = HashSet::with_capacity(named.len());
+    for (tool, raw) in named.iter().zip(tools) {
+        assert!(plugin::is_valid_name(&tool.name) && seen.insert(tool.name.as_str()));
+        assert_eq!(tool.raw_name, raw.name);
+    }
+}
+
+fn bench_naming(c: &mut Criterion, runtime: &Arc<PluginRuntime>) {
     let standard = runtime
         .load(&PluginRef::Builtin("standard".into()))
         .unwrap();
     let naming = runtime
-        .bind(standard.clone(), Stage::Naming, "bench", &json!({}))
+        .bind(standard, Stage::Naming, "bench", &json!({}))
         .unwrap();
-    let content = runtime
-        .bind(standard.clone(), Stage::Content, "bench", &json!({}))
-        .unwrap();
-    let redaction = runtime
-        .bind(standard, Stage::Redaction, "bench", &json!({}))
-        .unwrap();
-
-    let tools = catalog(1000);
-    let host_tools: Vec<_> = tools
-        .iter()
-        .map(|t| convert::tool_from_mcp(t).unwrap())
-        .collect();
-    let guest_tools: Vec<_> = tools.iter().map(guest_tool).collect();
     let service = ServiceInfo {
         id: "bench".into(),
         label: None,
@@ -116,47 +122,64 @@ fn bench(c: &mut Criterion) {
         style: Style::Mcp,
         description_prefix: false,
     };
+    for count in [1000, 10_000] {
+        let tools = catalog(count);
+        let host_tools: Vec<_> = tools
+            .iter()
+            .map(|t| convert::tool_from_mcp(t).unwrap())
+            .collect();
+        let guest_tools: Vec<_> = tools.iter().map(guest_tool).collect();
+        let mut group = c.benchmark_group(format!("naming_{count}_tools"));
+        group.throughput(Throughput::Elements(count as u64));
+        if count > 1000 {
+            group.sample_size(20);
+        }
+        group.bench_function("wasm", |b| {
+            b.iter(|| plugin::qualify_now(&naming, &service, "mcp__bench", &host_tools).unwrap())
+        });
+        group.bench_function("native", |b| {
+            b.iter(|| {
+                let named = policy.qualify(&guest_service, "mcp__bench", guest_tools.clone());
+                check_names(&named, &guest_tools);
+                named
+            })
+        });
+        group.finish();
+    }
+}
 
-    let mut group = c.benchmark_group("naming_1000_tools");
-    group.throughput(Throughput::Elements(1000));
-    group.bench_function("wasm", |b| {
-        b.iter(|| {
-            rt.block_on(plugin::run_qualify(
-                &naming,
-                service.clone(),
-                "mcp__bench".into(),
-                host_tools.clone(),
-            ))
-            .unwrap()
-        })
-    });
-    group.bench_function("native", |b| {
-        b.iter(|| policy.qualify(&guest_service, "mcp__bench", guest_tools.clone()))
-    });
-    group.finish();
-
+fn bench_content_redaction(c: &mut Criterion, runtime: &Arc<PluginRuntime>) {
+    let standard = runtime
+        .load(&PluginRef::Builtin("standard".into()))
+        .unwrap();
+    let content = runtime
+        .bind(standard.clone(), Stage::Content, "bench", &json!({}))
+        .unwrap();
+    let redaction = runtime
+        .bind(standard, Stage::Redaction, "bench", &json!({}))
+        .unwrap();
     let redaction_policy = RedactionPolicy::from_config(&guest::Config::default()).unwrap();
     let secrets = vec![Secret {
         name: "API_TOKEN".into(),
         value: SECRET.into(),
     }];
+    let scrub: KnownSecrets = [("API_TOKEN".to_string(), SECRET.to_string())]
+        .into_iter()
+        .collect();
     let guest_secrets = vec![guest::Secret {
         name: "API_TOKEN".into(),
         value: SECRET.into(),
     }];
-    for (label, size) in [("4KiB", 4 << 10), ("1MiB", 1 << 20)] {
+    let wasm = |result: plugin::ToolResult| {
+        let converted = plugin::convert_now(&content, result, &scrub).unwrap();
+        plugin::redact_now(&redaction, converted, &secrets, &scrub).unwrap()
+    };
+    for (label, size) in [("4KiB", 4 << 10), ("1MiB", 1 << 20), ("32MiB", 32 << 20)] {
         let raw = result(size);
         let host_result = convert::result_from_mcp(&raw);
         let native_result = guest_result(&raw);
         // Both sides must do the same work: compare their outputs once before timing.
-        let wasm_out = rt.block_on(async {
-            let converted = plugin::run_content(&content, host_result.clone())
-                .await
-                .unwrap();
-            plugin::run_redaction(&redaction, converted, secrets.clone())
-                .await
-                .unwrap()
-        });
+        let wasm_out = wasm(host_result.clone());
         let native_out = redaction_policy
             .redact(
                 airlock_plugin_standard::content::convert(native_result.clone()),
@@ -177,19 +200,10 @@ fn bench(c: &mut Criterion) {
         let mut group = c.benchmark_group(format!("content_redaction_{label}"));
         group.throughput(Throughput::Bytes(size as u64));
         if size > 64 << 10 {
-            group.sample_size(20);
+            group.sample_size(10);
         }
         group.bench_function(BenchmarkId::from_parameter("wasm"), |b| {
-            b.iter(|| {
-                rt.block_on(async {
-                    let converted = plugin::run_content(&content, host_result.clone())
-                        .await
-                        .unwrap();
-                    plugin::run_redaction(&redaction, converted, secrets.clone())
-                        .await
-                        .unwrap()
-                })
-            })
+            b.iter(|| wasm(host_result.clone()))
         });
         group.bench_function(BenchmarkId::from_parameter("native"), |b| {
             b.iter(|| {
@@ -199,6 +213,61 @@ fn bench(c: &mut Criterion) {
         });
         group.finish();
     }
+}
+
+/// The one hop a call makes to a blocking thread (where the plugins run), alone.
+fn bench_hop(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut group = c.benchmark_group("blocking_hop");
+    group.bench_function("hop", |b| {
+        b.iter(|| rt.block_on(async { tokio::task::spawn_blocking(|| 1u8).await.unwrap() }))
+    });
+    group.finish();
+}
+
+/// Loading the bundled plugin from the compiled-artifact cache (a fresh runtime each
+/// time, as at start-up) against compiling it from its bytes.
+fn bench_load(c: &mut Criterion) {
+    let cache = tempfile::tempdir().unwrap();
+    let open_cache =
+        || cap_std::fs::Dir::open_ambient_dir(cache.path(), cap_std::ambient_authority()).unwrap();
+    let standard = PluginRef::Builtin("standard".into());
+    // Fill the cache once.
+    PluginRuntime::with_cache(SandboxLimits::default(), Some(open_cache()))
+        .unwrap()
+        .load(&standard)
+        .unwrap();
+    let mut group = c.benchmark_group("plugin_load");
+    group.sample_size(10);
+    group.bench_function("cached", |b| {
+        b.iter(|| {
+            PluginRuntime::with_cache(SandboxLimits::default(), Some(open_cache()))
+                .unwrap()
+                .load(&standard)
+                .unwrap()
+        })
+    });
+    group.bench_function("cold", |b| {
+        b.iter(|| {
+            PluginRuntime::with_cache(SandboxLimits::default(), None)
+                .unwrap()
+                .load(&standard)
+                .unwrap()
+        })
+    });
+    group.finish();
+}
+
+fn bench(c: &mut Criterion) {
+    let runtime: Arc<PluginRuntime> = PluginRuntime::new(SandboxLimits::default(), None).unwrap();
+    bench_content_redaction(c, &runtime);
+    bench_naming(c, &runtime);
+    bench_hop(c);
+    bench_load(c);
 }
 
 criterion_group!(benches, bench);

@@ -5,6 +5,7 @@
 
 mod naming;
 mod schema;
+mod search;
 
 pub use naming::{CatalogError, Cataloger, check_limits};
 
@@ -14,6 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::plugin::NamedTool;
+use search::SearchIndex;
 
 /// Most tools one service may list.
 pub const MAX_TOOLS_PER_SERVICE: usize = 10_000;
@@ -48,19 +50,11 @@ pub struct CatalogTool {
     pub output_schema: Option<Value>,
 }
 
-/// Lower-cased text a tool is searched by, computed once when it is added.
-#[derive(Debug)]
-struct SearchKeys {
-    name: String,
-    ids: String,
-    description: String,
-}
-
 /// Every offered tool.
 #[derive(Debug, Default)]
 pub struct Catalog {
     tools: BTreeMap<String, CatalogTool>,
-    search_keys: BTreeMap<String, SearchKeys>,
+    search: SearchIndex,
 }
 
 impl Catalog {
@@ -78,18 +72,6 @@ impl Catalog {
             });
         }
         for tool in named {
-            self.search_keys.insert(
-                tool.name.clone(),
-                SearchKeys {
-                    name: tool.name.to_lowercase(),
-                    ids: format!(
-                        "{} {}",
-                        service.to_lowercase(),
-                        tool.raw_name.to_lowercase()
-                    ),
-                    description: tool.description.as_deref().unwrap_or("").to_lowercase(),
-                },
-            );
             let input_schema = serde_json::from_str(&tool.input_schema)
                 .unwrap_or_else(|_| serde_json::json!({"type": "object"}));
             self.tools.insert(
@@ -107,7 +89,20 @@ impl Catalog {
                 },
             );
         }
+        self.reindex();
         Ok(())
+    }
+
+    /// Rebuilds the search index after the tools changed.
+    fn reindex(&mut self) {
+        self.search = SearchIndex::build(self.tools.values().map(|t| {
+            (
+                t.name.as_str(),
+                t.service.as_str(),
+                t.raw_name.as_str(),
+                t.description.as_deref().unwrap_or(""),
+            )
+        }));
     }
 
     /// Copies the title, annotations and output schema of each of `service`'s tools from
@@ -131,8 +126,7 @@ impl Catalog {
     /// Removes every tool of `service`.
     pub fn remove_service(&mut self, service: &str) {
         self.tools.retain(|_, t| t.service != service);
-        let tools = &self.tools;
-        self.search_keys.retain(|name, _| tools.contains_key(name));
+        self.reindex();
     }
 
     /// The tool with qualified name `name`.
@@ -150,28 +144,13 @@ impl Catalog {
     /// the qualified name counts 3, in the service or raw name 2, in the description 1;
     /// ties go by name.
     pub fn search(&self, query: &str) -> Vec<&CatalogTool> {
-        let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
-        // Both maps hold the same names, so they iterate in lockstep.
-        let mut hits: Vec<(usize, &CatalogTool)> = self
-            .tools
-            .values()
-            .zip(self.search_keys.values())
-            .filter_map(|(t, keys)| {
-                let mut score = 0;
-                for w in &words {
-                    let w = w.as_str();
-                    score += if keys.name.contains(w) {
-                        3
-                    } else if keys.ids.contains(w) {
-                        2
-                    } else if keys.description.contains(w) {
-                        1
-                    } else {
-                        return None;
-                    };
-                }
-                Some((score, t))
-            })
+        // The index holds the tools in the map's order.
+        let mut hits: Vec<(u32, &CatalogTool)> = self
+            .search
+            .scores(query)
+            .into_iter()
+            .zip(self.tools.values())
+            .filter_map(|(score, tool)| Some((score?, tool)))
             .collect();
         hits.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.name.cmp(&b.1.name)));
         hits.into_iter().map(|(_, t)| t).collect()

@@ -7,7 +7,8 @@ Every message received is appended (one JSON per line) to $RAW_LOG when it is se
 
 Tools: `exotic` (blocks of unknown types), `slow` (answers only when cancelled, with an
 error, so the client sees the cancelled request answered), `stuck` (never answers),
-`echo`, `big` (`size` characters), `leak` ($SERVICE_TOKEN), `die` (exits mid-call),
+`echo`, `big` (`size` characters), `salted` (`size` bytes with $SERVICE_TOKEN every
+4 KiB), `leak` ($SERVICE_TOKEN), `die` (exits mid-call),
 `deep` (a result nested 100,000 levels deep), `refuse` (a JSON-RPC error whose message
 holds $SERVICE_TOKEN), `bad_utf8` (a response line that is not
 UTF-8), `oversize` (a result of $RAW_OVERSIZE bytes, default 40 MiB).
@@ -76,6 +77,7 @@ for line in sys.stdin:
             {"name": "refuse", "description": "Answers with a JSON-RPC error naming $SERVICE_TOKEN", "inputSchema": {"type": "object"}},
             {"name": "echo", "description": "Returns its text", "inputSchema": {"type": "object"}},
             {"name": "big", "description": "Returns `size` x characters", "inputSchema": {"type": "object"}},
+            {"name": "salted", "description": "Returns `size` bytes with $SERVICE_TOKEN every 4 KiB", "inputSchema": {"type": "object"}},
             {"name": "leak", "description": "Returns $SERVICE_TOKEN", "inputSchema": {"type": "object"}},
             {"name": "die", "description": "Exits mid-call", "inputSchema": {"type": "object"}},
         ]}})
@@ -93,6 +95,12 @@ for line in sys.stdin:
         elif name == "bad_utf8":
             sys.stdout.buffer.write(b'{"jsonrpc": "2.0", "id": ' + json.dumps(mid).encode() + b', "result": {"content": [{"type": "text", "text": "\xff\xfe bad"}]}}\n')
             sys.stdout.buffer.flush()
+        elif name == "salted":
+            args = msg["params"].get("arguments") or {}
+            size = int(args.get("size", 0))
+            token = os.environ.get("SERVICE_TOKEN", "")
+            block = (token + " " + "line of ordinary text\n" * 4096)[:4096]
+            send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": (block * (size // 4096 + 1))[:size]}]}})
         elif name in ("echo", "big", "leak"):
             args = msg["params"].get("arguments") or {}
             text = {

@@ -1,0 +1,148 @@
+//! One tool call end to end, on the demo server built into the `airlock` binary (a real
+//! child process speaking MCP over stdio), measured three ways in the same run:
+//!
+//! - `baseline`: a plain rmcp client talking to the server directly;
+//! - `airlock`: `Airlock::call_with` (session, content plugin, redaction plugin,
+//!   retention), P2;
+//! - `gateway`: a plain rmcp client talking to `airlock serve` over stdio, which calls the
+//!   server (issue 10's gateway figure).
+//!
+//! Results of 16 B, 4 KiB and 1 MiB (the server's `echo` tool). `scripts/bench-ratios.sh`
+//! prints airlock/baseline and gateway/baseline.
+
+use std::process::Stdio;
+
+use airlock_host::config::{Config, process_env};
+use airlock_host::{Airlock, AirlockOptions, CallOptions};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{RoleClient, RunningService};
+use serde_json::{Value, json};
+
+const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
+
+fn config_text() -> String {
+    format!(
+        "[mcp_servers.demo]\ntype = \"stdio\"\ncommand = {AIRLOCK:?}\nargs = [\"demo-server\"]\n"
+    )
+}
+
+/// A plain rmcp client over the stdio of `command`, which is kept alive with it.
+async fn rmcp_client(
+    mut command: tokio::process::Command,
+) -> (RunningService<RoleClient, ()>, tokio::process::Child) {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the MCP server");
+    let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(
+        child.stdout.take().unwrap(),
+        child.stdin.take().unwrap(),
+    );
+    let client = ().serve(transport).await.expect("MCP handshake");
+    (client, child)
+}
+
+fn echo(name: &str, text: &str) -> CallToolRequestParams {
+    let args = json!({"text": text}).as_object().cloned().unwrap();
+    CallToolRequestParams::new(name.to_string()).with_arguments(args)
+}
+
+fn first_text(result: &rmcp::model::CallToolResult) -> String {
+    let v = serde_json::to_value(result).unwrap();
+    v["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let config_path = work.path().join("airlock.toml");
+    std::fs::write(&config_path, config_text()).unwrap();
+    let plugin_cache = work.path().join("plugin-cache");
+
+    // Direct: the server itself.
+    let (direct, _direct_child) = rt.block_on(rmcp_client({
+        let mut cmd = tokio::process::Command::new(AIRLOCK);
+        cmd.arg("demo-server");
+        cmd
+    }));
+
+    // The library.
+    let mut options = AirlockOptions::new(work.path().join("library-data"));
+    options.plugin_cache = Some(plugin_cache.clone());
+    let config = Config::from_str(&config_path, &config_text(), &process_env).unwrap();
+    let airlock = rt.block_on(Airlock::start(config, options)).unwrap();
+
+    // The gateway: `airlock serve` over stdio.
+    let (gateway, _gateway_child) = rt.block_on(rmcp_client({
+        let mut cmd = tokio::process::Command::new(AIRLOCK);
+        cmd.arg("--config")
+            .arg(&config_path)
+            .arg("--data-dir")
+            .arg(work.path().join("gateway-data"))
+            .arg("serve")
+            .env("AIRLOCK_PLUGIN_CACHE", &plugin_cache)
+            .env("AIRLOCK_CONFIG", work.path().join("no-user-config.toml"));
+        cmd
+    }));
+
+    for (label, size) in [("16B", 16usize), ("4KiB", 4 << 10), ("1MiB", 1 << 20)] {
+        let text: String = "0123456789abcdef".repeat(size / 16);
+        // All three give back the same text before anything is timed.
+        let direct_out = rt.block_on(direct.call_tool(echo("echo", &text))).unwrap();
+        assert_eq!(first_text(&direct_out), text);
+        let library_out = rt
+            .block_on(airlock.call_with(
+                "mcp__demo__echo",
+                json!({"text": text}),
+                CallOptions::default(),
+            ))
+            .unwrap();
+        assert_eq!(library_out.content[0]["text"], Value::from(text.clone()));
+        let gateway_out = rt
+            .block_on(gateway.call_tool(echo("mcp__demo__echo", &text)))
+            .unwrap();
+        assert!(first_text(&gateway_out).starts_with(&text[..text.len().min(1024)]));
+
+        let mut group = c.benchmark_group(format!("call_{label}"));
+        group.throughput(Throughput::Bytes(size as u64));
+        if size > 64 << 10 {
+            group.sample_size(20);
+        }
+        group.bench_function("baseline", |b| {
+            b.iter(|| rt.block_on(direct.call_tool(echo("echo", &text))).unwrap())
+        });
+        group.bench_function("airlock", |b| {
+            b.iter(|| {
+                rt.block_on(airlock.call_with(
+                    "mcp__demo__echo",
+                    json!({"text": text}),
+                    CallOptions::default(),
+                ))
+                .unwrap()
+            })
+        });
+        group.bench_function("gateway", |b| {
+            b.iter(|| {
+                rt.block_on(gateway.call_tool(echo("mcp__demo__echo", &text)))
+                    .unwrap()
+            })
+        });
+        group.finish();
+    }
+    rt.block_on(async {
+        let _ = direct.cancel().await;
+        let _ = gateway.cancel().await;
+        airlock.close().await;
+    });
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,16 +1,108 @@
 #!/usr/bin/env bash
-# Runs the pipeline benchmark and prints, per group, the wasm/native ratio of the mean
-# times criterion measured in that same run.
+# Runs every benchmark in host/benches/ and prints each figure against its baseline
+# measured in the same run, with the issue's target and whether it is met. The same
+# table replaces the one between the `bench:begin` and `bench:end` markers in README.md.
+#
+#   scripts/bench-ratios.sh              run everything, print, update README.md
+#   scripts/bench-ratios.sh --report     only print/update from the last run's estimates
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-cargo bench -p airlock-host --bench pipeline --bench catalog_results --bench startup -- "$@"
+if [ "${1:-}" != "--report" ]; then
+    cargo bench --locked -p airlock-host \
+        --bench pipeline --bench catalog_results --bench startup \
+        --bench end_to_end --bench concurrency --bench memory
+fi
 python3 - <<'PY'
-import json, pathlib
+import datetime, json, os, pathlib, re
+
 base = pathlib.Path("target/criterion")
-mean = lambda group, name: json.loads((group / name / "new" / "estimates.json").read_text())["mean"]["point_estimate"]
-for a, b in [("wasm", "native"), ("airlock", "baseline")]:
-    for group in sorted(p for p in base.iterdir() if (p / a).is_dir() and (p / b).is_dir()):
-        x, y = mean(group, a), mean(group, b)
-        print(f"{group.name:28} {a} {x/1e6:10.3f} ms   {b} {y/1e6:10.3f} ms   ratio {x/y:7.2f}x")
+
+def mean(group, name):
+    path = base / group / name / "new" / "estimates.json"
+    return json.loads(path.read_text())["mean"]["point_estimate"] if path.exists() else None
+
+def fmt(ns):
+    if ns is None:
+        return "—"
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{ns:.3g} ns"
+
+rows = []
+
+def pair(key, what, group, a, b, target=None, check=None):
+    x, y = mean(group, a), mean(group, b)
+    ratio = x / y if x and y else None
+    met = check(x, y, ratio) if (check and ratio) else None
+    rows.append((key, what, fmt(x), fmt(y), f"{ratio:.2f}×" if ratio else "—", target or "", met))
+
+def alone(key, what, group, name, target=None, check=None):
+    x = mean(group, name)
+    met = check(x) if (check and x) else None
+    rows.append((key, what, fmt(x), "", "", target or "", met))
+
+pair("P1", "content + redaction of 4 KiB: wasm vs the same code native, same thread",
+     "content_redaction_4KiB", "wasm", "native", "≤ 1.5× and ≤ 20 µs",
+     lambda x, y, r: r <= 1.5 and x <= 20e3)
+alone("P1", "the one hop to the blocking pool a call makes (measured alone)",
+      "blocking_hop", "hop")
+for size, target in (("16B", "≤ 1.05×"), ("4KiB", "≤ 1.05×"), ("1MiB", None)):
+    pair("P2", f"call end to end, {size}: `Airlock::call_with` vs a plain rmcp client",
+         f"call_{size}", "airlock", "baseline", target,
+         (lambda x, y, r: r <= 1.05) if target else None)
+for size, target in (("16B", "≤ 1.10×"), ("4KiB", "≤ 1.10×"), ("1MiB", None)):
+    pair("gateway", f"call through `airlock serve` (stdio), {size}, vs a plain rmcp client",
+         f"call_{size}", "gateway", "baseline", target,
+         (lambda x, y, r: r <= 1.10) if target else None)
+for size in ("1MiB", "32MiB"):
+    pair("P3", f"content + redaction of {size}: wasm vs native",
+         f"content_redaction_{size}", "wasm", "native", "≤ 1.5×", lambda x, y, r: r <= 1.5)
+pair("P4", "naming 1,000 tools: wasm vs native (with the host's checks)",
+     "naming_1000_tools", "wasm", "native", "≤ 1.5×", lambda x, y, r: r <= 1.5)
+pair("P5", "naming 10,000 tools: wasm (vs native)", "naming_10000_tools", "wasm", "native",
+     "≤ 50 ms", lambda x, y, r: x <= 50e6)
+pair("P5", "ranked search over 10,000 tools (vs a naive scan)", "search_10000_tools",
+     "airlock", "baseline", "≤ 1 ms", lambda x, y, r: x <= 1e6)
+pair("P6", "loading the bundled plugin: compiled cache vs cold compile", "plugin_load",
+     "cached", "cold", "≥ 20× faster", lambda x, y, r: 1 / r >= 20)
+for size in ("1MiB", "32MiB"):
+    pair("", f"durable retention of {size} (digest, fsync, rename, record; on the writer thread) vs a plain file write",
+         f"retain_{size}", "airlock", "baseline")
+pair("", "start-up from a tested catalog vs connecting to learn the tools (demo server)",
+     "startup_demo_server", "airlock", "baseline")
+
+memory = base / "memory" / "figures.json"
+if memory.exists():
+    m = json.loads(memory.read_text())
+    s, i = m["per_idle_session_kib"], m["per_plugin_instance_kib"]
+    rows.append(("P7", "host memory per idle session", f"{s:.0f} KiB", "", "", "≤ 1 MiB", s <= 1024))
+    rows.append(("P7", "host memory per warm plugin instance", f"{i:.0f} KiB", "", "", "≤ 2 MiB", i <= 2048))
+conc = base / "concurrency_64x8" / "latency.json"
+one, two = mean("concurrency_64x8", "one_worker"), mean("concurrency_64x8", "two_workers")
+if conc.exists() and one and two:
+    c = json.loads(conc.read_text())
+    for label, key in (("one worker", "one_worker"), ("two workers", "two_workers")):
+        v = c[key]
+        rows.append(("P8", f"64 callers on 8 services, {label}: calls/s, p50 / p99 latency",
+                     f"{v['calls_per_sec']:.0f}/s", f"{v['p50_ms']:.2f} / {v['p99_ms']:.2f} ms", "", "", None))
+    rows.append(("P8", "throughput, two workers vs one (a 512-call round)", fmt(two), fmt(one),
+                 f"{one / two:.2f}× the throughput", "scales with the cores", None))
+
+table = ["| # | figure | Airlock | baseline (same run) | ratio | target | met |",
+         "|---|---|---|---|---|---|---|"]
+for key, what, a, b, r, target, met in rows:
+    table.append(f"| {key} | {what} | {a} | {b} | {r} | {target} | {'' if met is None else ('yes' if met else '**no**')} |")
+text = "\n".join(table)
+print(text)
+
+readme = pathlib.Path("README.md")
+body = readme.read_text()
+stamp = f"Figures from `scripts/bench-ratios.sh` on this machine ({os.cpu_count()} cores), {datetime.date.today().isoformat()}:"
+block = f"<!-- bench:begin -->\n{stamp}\n\n{text}\n<!-- bench:end -->"
+new = re.sub(r"<!-- bench:begin -->.*?<!-- bench:end -->", lambda _: block, body, flags=re.S)
+if new != body:
+    readme.write_text(new)
+    print("\nREADME.md updated.")
 PY

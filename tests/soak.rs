@@ -111,6 +111,9 @@ fn runtime() -> tokio::runtime::Runtime {
 
 #[test]
 fn sixteen_agents_times_500_calls_leave_nothing_behind() {
+    // As the `airlock` binary does: without it glibc's moving mmap threshold fragments
+    // the heap with large results, and the resident set measures glibc, not Airlock.
+    assert!(airlock_host::alloc::pin_mmap_threshold());
     let ws = Workspace::new(&format!(
         "[mcp_servers.fx]\ncommand = {}\nargs = [{}]\nenv = {{ SERVICE_TOKEN = \"soak-secret-7f3a9c\" }}\ncancel_grace_secs = 2\n",
         toml_str(python().display().to_string()),

@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 mod airlock;
+pub mod alloc;
 pub mod catalog;
 #[cfg(feature = "cli")]
 pub mod cli;

@@ -312,7 +312,7 @@ impl ResultStore {
                 service,
                 id,
                 record.clone(),
-                Arc::from(text),
+                Arc::new(text),
             )
             .await;
         (record, preview)

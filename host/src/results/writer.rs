@@ -17,8 +17,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
 use super::Retained;
 
-/// Bytes of text that may wait for the disk at once.
-const PENDING_BUDGET: usize = 256 << 20;
+/// Bytes of text that may wait for the disk at once: two results at the default 32 MiB
+/// retention limit. Past it, callers wait for the disk rather than grow the heap.
+const PENDING_BUDGET: usize = 64 << 20;
 /// The budget is counted in units of this many bytes.
 const PERMIT_BYTES: usize = 64 << 10;
 /// Failed writes remembered, so a read of one says why it is missing.
@@ -33,7 +34,7 @@ pub trait ResultIndex: Send + Sync {
 /// A text waiting for the disk, as readers see it meanwhile.
 pub(super) struct Pending {
     pub record: Retained,
-    pub text: Arc<str>,
+    pub text: Arc<String>,
 }
 
 /// One write for the writer thread.
@@ -42,7 +43,7 @@ struct Job {
     id: String,
     service: String,
     record: Retained,
-    text: Arc<str>,
+    text: Arc<String>,
     _budget: OwnedSemaphorePermit,
 }
 
@@ -92,7 +93,7 @@ impl Writer {
         service: &str,
         id: String,
         record: Retained,
-        text: Arc<str>,
+        text: Arc<String>,
     ) {
         let units = text
             .len()

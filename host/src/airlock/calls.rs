@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Airlock, DEFAULT_AGENT};
 use crate::error::{CallError, ErrorCode};
 use crate::events::{CallStatus, Event};
-use crate::plugin::{RedactionMark, Secret, convert};
+use crate::plugin::{RedactionMark, convert};
 use crate::results::{self, Retained};
 use crate::session::{CallControl, ProgressUpdate};
 
@@ -272,22 +272,15 @@ impl Airlock {
             Err(e) => return Err(inner.redact_error(&entry.service, e).await),
         };
 
-        // Everything CPU-bound about the result — conversion from MCP, the plugins, its
-        // text, digest and preview, the MCP JSON of what comes back — in one hop to a
-        // blocking thread.
+        // Everything CPU-bound about the result — the plugins, its text, digest and
+        // preview, the MCP JSON of what comes back — in one place: inline for a small
+        // result, else one hop to a blocking thread (see `process_then`).
         let known = service.secrets();
-        let secrets = known
-            .iter()
-            .map(|s| Secret {
-                name: s.name.clone(),
-                value: s.value.clone(),
-            })
-            .collect();
         let result = convert::result_from_mcp(&reply.result);
         let agent = options.agent.clone();
         let preview_limit = options.preview.unwrap_or(inner.preview);
         let (processed, prepared, mcp) = pipeline
-            .process_then(result, secrets, move |processed| {
+            .process_then(result, &known, move |processed| {
                 let text = convert::result_text(&processed.result);
                 let prepared = results::prepare(
                     Some(&agent),

@@ -11,19 +11,8 @@ use serde_json::Value;
 
 use super::Inner;
 use crate::error::CallError;
-use crate::plugin::{Secret, ServicePipeline};
+use crate::plugin::{ServicePipeline, plugin_secrets};
 use crate::secrets::KnownSecrets;
-
-/// The secrets as the redaction plugins receive them.
-pub(crate) fn plugin_secrets(known: &KnownSecrets) -> Vec<Secret> {
-    known
-        .iter()
-        .map(|s| Secret {
-            name: s.name.clone(),
-            value: s.value.clone(),
-        })
-        .collect()
-}
 
 /// `value` through `pipeline`'s redaction chain, then the host's scrubber. When the chain
 /// fails, the host's scrubber alone, and a warning naming the plugin.

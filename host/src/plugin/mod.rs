@@ -28,7 +28,7 @@ pub use error::{PluginError, TrapKind};
 pub use instance::StageInstance;
 pub use pipeline::{
     Processed, ServicePipeline, convert as run_content, convert_now, is_valid_name,
-    namespace as run_namespace, qualify as run_qualify, qualify_now, redact as run_redaction,
-    redact_now,
+    namespace as run_namespace, plugin_secrets, qualify as run_qualify, qualify_now,
+    redact as run_redaction, redact_now,
 };
 pub use runtime::{LoadedPlugin, PluginRuntime, SUPPORTED_CONTRACT};

@@ -81,15 +81,15 @@ impl ServicePipeline {
         qualify(&self.naming, service, namespace, tools).await
     }
 
-    /// Converts then redacts a result, in one hop to a blocking thread. Any failure
+    /// Converts then redacts a result with the service's known secrets. Any failure
     /// fails the whole call, so an unredacted result is never returned. The server's
     /// `is_error` is kept whatever the plugins say.
     pub async fn process(
         self: &Arc<Self>,
         result: ToolResult,
-        secrets: Vec<Secret>,
+        known: &KnownSecrets,
     ) -> Result<Processed, PluginError> {
-        self.process_then(result, secrets, |processed| processed)
+        self.process_then(result, known, |processed| processed)
             .await
     }
 
@@ -98,10 +98,13 @@ impl ServicePipeline {
     /// digest, MCP JSON — rides along instead of taking a hop of its own). A large result
     /// first waits for its share of the host's plugin work budget, so several results
     /// at the retention limit at once cannot exhaust the host's memory.
+    ///
+    /// Plugins never run on an async worker: wasmtime-wasi's synchronous stdio (a plugin
+    /// that prints) enters the tokio runtime to block, which a worker thread must not do.
     pub async fn process_then<R: Send + 'static>(
         self: &Arc<Self>,
         result: ToolResult,
-        secrets: Vec<Secret>,
+        known: &KnownSecrets,
         finish: impl FnOnce(Processed) -> R + Send + 'static,
     ) -> Result<R, PluginError> {
         let _budget = self
@@ -110,9 +113,10 @@ impl ServicePipeline {
             .work_budget(approx_size(&result))
             .await;
         let pipeline = self.clone();
+        let known = known.clone();
         blocking(move || {
-            let scrub = scrub_set(&secrets);
-            pipeline.process_now(result, &secrets, &scrub).map(finish)
+            let secrets = plugin_secrets(&known);
+            pipeline.process_now(result, &secrets, &known).map(finish)
         })
         .await
     }
@@ -176,6 +180,17 @@ impl ServicePipeline {
         })
         .await
     }
+}
+
+/// The secrets as the redaction contract takes them.
+pub fn plugin_secrets(known: &KnownSecrets) -> Vec<Secret> {
+    known
+        .iter()
+        .map(|s| Secret {
+            name: s.name.clone(),
+            value: s.value.clone(),
+        })
+        .collect()
 }
 
 /// The host-side scrub set for `secrets` (what plugins log is scrubbed of them).

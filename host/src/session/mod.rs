@@ -14,6 +14,7 @@ mod agent;
 mod client;
 mod connect;
 mod drain;
+mod identity;
 pub mod pool;
 
 use std::time::Duration;
@@ -33,6 +34,8 @@ pub use agent::{AgentCapabilities, AgentClient, AgentFuture, AgentLink};
 pub use client::{AirlockClient, ProgressUpdate, ServerNotice, root_uri};
 pub use connect::{ConnectOptions, Connected, connect};
 pub use drain::DEFAULT_CANCEL_GRACE;
+pub use identity::ServerIdentity;
+use identity::{placeholder_identity, read_identity};
 pub use pool::{AcquireError, LiveSession, SessionPool};
 
 use crate::error::{CallError, ErrorCode};
@@ -103,23 +106,6 @@ impl TransportKind {
             TransportKind::Sse => "sse",
         }
     }
-}
-
-/// What the server said about itself in the handshake.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct ServerIdentity {
-    /// The negotiated protocol version.
-    pub protocol_version: String,
-    /// `serverInfo.name`.
-    pub name: String,
-    /// `serverInfo.title`.
-    pub title: Option<String>,
-    /// `serverInfo.version`.
-    pub version: String,
-    /// The server's instructions, if any.
-    pub instructions: Option<String>,
-    /// The transport in use.
-    pub transport: TransportKind,
 }
 
 /// Per-call controls.
@@ -543,57 +529,6 @@ impl SessionHandle {
             .map(|t| serde_json::to_value(t).unwrap_or_default())
             .collect())
     }
-}
-
-fn placeholder_identity(transport: TransportKind) -> ServerIdentity {
-    ServerIdentity {
-        protocol_version: String::new(),
-        name: String::new(),
-        title: None,
-        version: String::new(),
-        instructions: None,
-        transport,
-    }
-}
-
-fn read_identity(
-    service: &RunningService<RoleClient, AirlockClient>,
-    transport: TransportKind,
-) -> Result<ServerIdentity, SessionError> {
-    let info = service.peer().peer_info().ok_or_else(|| {
-        SessionError::Handshake("the server sent no initialize result".into(), String::new())
-    })?;
-    let value = serde_json::to_value(&*info).unwrap_or_default();
-    let version = value
-        .get("protocolVersion")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    if !SUPPORTED_PROTOCOL_VERSIONS.contains(&version.as_str()) {
-        return Err(SessionError::UnsupportedVersion {
-            found: version,
-            asked: SUPPORTED_PROTOCOL_VERSIONS[0].into(),
-            supported: SUPPORTED_PROTOCOL_VERSIONS.join(", "),
-        });
-    }
-    let server_info = value.get("serverInfo").cloned().unwrap_or_default();
-    let s = |k: &str| {
-        server_info
-            .get(k)
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
-    Ok(ServerIdentity {
-        protocol_version: version,
-        name: s("name").unwrap_or_default(),
-        title: s("title"),
-        version: s("version").unwrap_or_default(),
-        instructions: value
-            .get("instructions")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        transport,
-    })
 }
 
 /// Maps an rmcp error on a request to Airlock's error codes.

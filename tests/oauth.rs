@@ -1,7 +1,9 @@
 //! OAuth against a real local authorization server (tests/peers/python/oauth_server.py):
 //! non-interactive runs fail naming `airlock servers auth`, the authorization-code flow
 //! with PKCE through the loopback listener, silent refresh, logout, and tokens that
-//! never show in any output, log or the registry.
+//! never show in any output, log or the registry; pre-registered and client ID metadata
+//! document clients; client credentials with a secret and with a signed key, without a
+//! browser, and a revoked client's clear error.
 
 mod support;
 
@@ -26,7 +28,7 @@ impl Drop for OAuthServer {
     }
 }
 
-fn start_oauth_server(token_ttl: u32) -> OAuthServer {
+fn start_oauth_server(token_ttl: u32, extra: &[String]) -> OAuthServer {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("requests.log");
     let mut child = Command::new(python())
@@ -39,6 +41,7 @@ fn start_oauth_server(token_ttl: u32) -> OAuthServer {
             "--log",
         ])
         .arg(&log)
+        .args(extra)
         .process_group(0)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -88,7 +91,7 @@ fn text(out: &std::process::Output) -> String {
 
 #[test]
 fn authorize_refresh_and_logout_against_a_local_authorization_server() {
-    let server = start_oauth_server(4);
+    let server = start_oauth_server(4, &[]);
     let ws = Workspace::new("");
     let mut seen = String::new();
     let mut run = |args: &[&str], envs: &[(&str, &str)]| {
@@ -231,4 +234,186 @@ fn find_key(v: &serde_json::Value, key: &str) -> Vec<String> {
         serde_json::Value::Array(items) => items.iter().flat_map(|i| find_key(i, key)).collect(),
         _ => Vec::new(),
     }
+}
+
+/// Every file under `dir`, except the secret store (where tokens belong), as bytes.
+fn files_outside_the_secret_store(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.file_name().is_some_and(|n| n == "secrets") {
+            continue;
+        }
+        if path.is_dir() {
+            found.extend(files_outside_the_secret_store(&path));
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            found.push((path, bytes));
+        }
+    }
+    found
+}
+
+fn called(ws: &Workspace, tool: &str, envs: &[(&str, &str)]) -> (serde_json::Value, String) {
+    let out = ws.run(&["--json", "call", tool], envs);
+    let all = text(&out);
+    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {all}"));
+    (v, all)
+}
+
+#[test]
+fn client_credentials_need_no_browser_and_a_revoked_client_is_named() {
+    let key = openssl::ec::EcKey::generate(
+        &openssl::ec::EcGroup::from_curve_name(openssl::nid::Nid::X9_62_PRIME256V1).unwrap(),
+    )
+    .unwrap();
+    let key = openssl::pkey::PKey::from_ec_key(key).unwrap();
+    let private_pem = String::from_utf8(key.private_key_to_pem_pkcs8().unwrap()).unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let public = keys.path().join("keyed.pub.pem");
+    std::fs::write(&public, key.public_key_to_pem().unwrap()).unwrap();
+    let secret = "m2m-secret-5e1f0c9a7b";
+    let server = start_oauth_server(
+        3600,
+        &[
+            "--cc-client".into(),
+            format!("m2m:{secret}"),
+            "--cc-jwt".into(),
+            format!("keyed={}", public.display()),
+        ],
+    );
+    let ws = Workspace::new(&format!(
+        "[mcp_servers.m2m]\nurl = \"{url}\"\nauth = {{ type = \"client_credentials\", client_id = \"m2m\", client_secret = \"${{M2M_SECRET}}\" }}\n\n\
+         [mcp_servers.keyed]\nurl = \"{url}\"\nauth = {{ type = \"client_credentials\", client_id = \"keyed\", private_key = \"${{KEYED_PEM}}\" }}\n",
+        url = server.url
+    ));
+    let envs = [
+        ("M2M_SECRET", secret),
+        ("KEYED_PEM", private_pem.as_str()),
+        ("AIRLOCK_LOG", "trace"),
+    ];
+    let mut seen = String::new();
+    // No `servers auth` step: each service gets its token when it connects.
+    for (tool, client) in [("mcp__m2m__client", "m2m"), ("mcp__keyed__client", "keyed")] {
+        let (v, all) = called(&ws, tool, &envs);
+        seen.push_str(&all);
+        assert_eq!(v["ok"], true, "{all}");
+        assert_eq!(v["text"], format!("client: {client}"), "{v}");
+    }
+    // The stored token is reused by the next run: one grant per client so far.
+    let (v, all) = called(&ws, "mcp__m2m__client", &envs);
+    seen.push_str(&all);
+    assert_eq!(v["ok"], true, "{all}");
+    let log = std::fs::read_to_string(&server.log).unwrap();
+    assert_eq!(
+        log.matches("POST /token grant_type=client_credentials -> 200")
+            .count(),
+        2,
+        "{log}"
+    );
+
+    // The server revokes the client: the stored token is refused, the silent retry's
+    // grant is refused too, and the error names the credential's field, not its value.
+    let out = std::process::Command::new(python())
+        .args([
+            "-c",
+            "import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], method='POST')).read()",
+        ])
+        .arg(format!("{}/admin/revoke?client_id=m2m", server.url.trim_end_matches("/mcp")))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let (v, all) = called(&ws, "mcp__m2m__client", &envs);
+    seen.push_str(&all);
+    assert_eq!(v["ok"], false, "{all}");
+    let message = v["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("client \"m2m\"") && message.contains("auth.client_secret"),
+        "{v}"
+    );
+
+    // Neither the secret nor the key reaches the output, the trace log or any file
+    // outside the secret store.
+    let key_body: String = private_pem
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .collect();
+    for (path, bytes) in files_outside_the_secret_store(&ws.data()) {
+        for needle in [secret, key_body.as_str()] {
+            assert!(
+                !bytes.windows(needle.len()).any(|w| w == needle.as_bytes()),
+                "{} holds a credential",
+                path.display()
+            );
+        }
+    }
+    assert!(
+        !seen.contains(secret),
+        "the client secret reached the output"
+    );
+    for line in private_pem.lines().filter(|l| !l.starts_with("-----")) {
+        assert!(!seen.contains(line), "the private key reached the output");
+    }
+}
+
+#[test]
+fn pre_registered_and_metadata_document_clients_skip_registration() {
+    let docs = tempfile::tempdir().unwrap();
+    let doc = docs.path().join("client.json");
+    let doc_url = "https://agents.example/airlock/client.json";
+    std::fs::write(
+        &doc,
+        serde_json::json!({
+            "client_id": doc_url,
+            "client_name": "Airlock",
+            "redirect_uris": ["http://127.0.0.1/callback"],
+            "token_endpoint_auth_method": "none",
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let secret = "pre-secret-0b7d2e";
+    let server = start_oauth_server(
+        3600,
+        &[
+            "--client".into(),
+            format!("pre:{secret}"),
+            "--cimd".into(),
+            format!("{doc_url}={}", doc.display()),
+        ],
+    );
+    let ws = Workspace::new(&format!(
+        "[mcp_servers.pre]\nurl = \"{url}\"\nauth = {{ type = \"oauth\", client_id = \"pre\", client_secret = \"${{PRE_SECRET}}\" }}\n\n\
+         [mcp_servers.doc]\nurl = \"{url}\"\nauth = {{ type = \"oauth\", client_metadata_url = \"{doc_url}\" }}\n",
+        url = server.url
+    ));
+    let browser = browser_script(ws.dir.path());
+    let envs = [
+        ("PRE_SECRET", secret),
+        ("AIRLOCK_BROWSER", browser.as_str()),
+    ];
+    let mut seen = String::new();
+    for (service, client) in [("pre", "pre"), ("doc", doc_url)] {
+        let out = ws.run(&["servers", "auth", service, "--wait", "60"], &envs);
+        seen.push_str(&text(&out));
+        assert!(out.status.success(), "{}", text(&out));
+        let (v, all) = called(&ws, &format!("mcp__{service}__client"), &envs);
+        seen.push_str(&all);
+        assert_eq!(v["ok"], true, "{all}");
+        assert_eq!(v["text"], format!("client: {client}"), "{v}");
+    }
+    let log = std::fs::read_to_string(&server.log).unwrap();
+    assert!(
+        !log.contains("POST /register"),
+        "no dynamic registration: {log}"
+    );
+    assert_eq!(
+        log.matches("POST /token grant_type=authorization_code -> 200")
+            .count(),
+        2,
+        "{log}"
+    );
+    assert!(
+        !seen.contains(secret),
+        "the client secret reached the output"
+    );
 }

@@ -11,7 +11,9 @@
 //! without following redirects and then GETs the `Location` it names (the flow's
 //! loopback listener; the suite's authorization server approves at once). Tokens go to a
 //! throwaway file store, and the service is reconnected with the bearer token. At most
-//! three authorization rounds are run (the suite's retry-limit scenario).
+//! three authorization rounds are run (the suite's retry-limit scenario). The scenario's
+//! context (`MCP_CONFORMANCE_CONTEXT`) supplies a pre-registered client, or the
+//! client-credentials client that Airlock then uses by itself from its config.
 //!
 //! ```sh
 //! npx @modelcontextprotocol/conformance@0.1.13 client --command target/debug/examples/conformance_client --scenario initialize
@@ -21,7 +23,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use airlock_host::config::{Config, process_env};
+use airlock_host::config::{Config, OAuthClient, process_env};
 use airlock_host::oauth;
 use airlock_host::secrets::SecretStore;
 use airlock_host::{Airlock, AirlockOptions, ServiceStatus};
@@ -32,6 +34,66 @@ const SERVICE: &str = "conformance";
 
 /// The config variable carrying the `Authorization` header value.
 const AUTHORIZATION_VAR: &str = "AIRLOCK_CONFORMANCE_AUTHORIZATION";
+
+/// The config variables carrying a client-credentials client's id and secret or key.
+const CLIENT_ID_VAR: &str = "AIRLOCK_CONFORMANCE_CLIENT_ID";
+const CLIENT_KEY_VAR: &str = "AIRLOCK_CONFORMANCE_CLIENT_KEY";
+
+/// The client ID metadata document URL the suite's `auth/basic-cimd` expects (its
+/// authorization server checks the id and never fetches it).
+const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
+
+/// A machine-to-machine client from the scenario's context.
+struct Machine {
+    client_id: String,
+    /// The client secret, or the PEM private key.
+    key: String,
+    private_key: bool,
+}
+
+/// How this run authenticates, from `MCP_CONFORMANCE_CONTEXT` (JSON with the scenario's
+/// `name` and, for some, a pre-registered client): client credentials when the scenario
+/// is a machine-to-machine one; else the authorization-code flow with the given client,
+/// or a client ID metadata document, or dynamic registration, as the server allows.
+fn auth_mode(scenario: &str) -> (Option<Machine>, OAuthClient) {
+    let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|c| serde_json::from_str(&c).ok())
+        .unwrap_or_default();
+    let text = |k: &str| context.get(k).and_then(Value::as_str).map(str::to_string);
+    let client_id = text("client_id");
+    if scenario.starts_with("auth/client-credentials")
+        && let Some(id) = client_id.clone()
+    {
+        if let Some(pem) = text("private_key_pem") {
+            return (
+                Some(Machine {
+                    client_id: id,
+                    key: pem,
+                    private_key: true,
+                }),
+                OAuthClient::default(),
+            );
+        }
+        if let Some(secret) = text("client_secret") {
+            return (
+                Some(Machine {
+                    client_id: id,
+                    key: secret,
+                    private_key: false,
+                }),
+                OAuthClient::default(),
+            );
+        }
+    }
+    let client = OAuthClient {
+        client_id,
+        client_secret: text("client_secret"),
+        client_metadata_url: Some(CLIENT_METADATA_URL.to_string()),
+        scopes: Vec::new(),
+    };
+    (None, client)
+}
 
 /// Most authorization rounds per run.
 const MAX_AUTH_ROUNDS: usize = 3;
@@ -59,7 +121,11 @@ fn arguments(schema: &Value) -> Value {
 
 /// The config for one server at `url`, with `Authorization: <authorization>` on every
 /// request when given (passed through a variable, so the value needs no TOML quoting).
-fn config(url: &str, authorization: Option<&str>) -> Result<Config, String> {
+fn config(
+    url: &str,
+    authorization: Option<&str>,
+    machine: Option<&Machine>,
+) -> Result<Config, String> {
     let mut text = format!(
         "[mcp_servers.{SERVICE}]\ntype = \"http\"\nurl = \"{url}\"\nstartup_timeout_secs = 20\ntool_timeout_secs = 20\n"
     );
@@ -68,12 +134,22 @@ fn config(url: &str, authorization: Option<&str>) -> Result<Config, String> {
             "headers = {{ Authorization = \"${{{AUTHORIZATION_VAR}}}\" }}\n"
         ));
     }
-    let env = |name: &str| {
-        if name == AUTHORIZATION_VAR {
-            authorization.map(str::to_string)
+    if let Some(machine) = machine {
+        // Airlock's own client-credentials support: it gets the token when it connects.
+        let field = if machine.private_key {
+            "private_key"
         } else {
-            process_env(name)
-        }
+            "client_secret"
+        };
+        text.push_str(&format!(
+            "auth = {{ type = \"client_credentials\", client_id = \"${{{CLIENT_ID_VAR}}}\", {field} = \"${{{CLIENT_KEY_VAR}}}\" }}\n"
+        ));
+    }
+    let env = |name: &str| match name {
+        AUTHORIZATION_VAR => authorization.map(str::to_string),
+        CLIENT_ID_VAR => machine.map(|m| m.client_id.clone()),
+        CLIENT_KEY_VAR => machine.map(|m| m.key.clone()),
+        _ => process_env(name),
     };
     Config::from_str(Path::new("<conformance>"), &text, &env).map_err(|e| e.to_string())
 }
@@ -193,6 +269,7 @@ async fn authorize(
     http: &reqwest::Client,
     url: &str,
     challenge: &str,
+    client: &OAuthClient,
 ) -> Result<String, oauth::OAuthError> {
     let browser = {
         let http = http.clone();
@@ -208,7 +285,16 @@ async fn authorize(
         }
     };
     let challenge = Some(challenge).filter(|c| !c.is_empty());
-    oauth::authorize_with_challenge(store, SERVICE, url, challenge, &browser, BROWSER_WAIT).await?;
+    oauth::authorize_with_challenge(
+        store,
+        SERVICE,
+        url,
+        challenge,
+        client,
+        &browser,
+        BROWSER_WAIT,
+    )
+    .await?;
     oauth::access_token(store, SERVICE, url).await
 }
 
@@ -226,14 +312,15 @@ async fn main() -> ExitCode {
     eprintln!("scenario {scenario:?} against {url}");
 
     let scratch = std::env::temp_dir().join(format!("airlock-conformance-{}", std::process::id()));
-    let code = run(&url, &scratch).await;
+    let code = run(&url, &scratch, &scenario).await;
     let _ = std::fs::remove_dir_all(&scratch);
     code
 }
 
 /// Connects, exercises the tools, and authorizes (then reconnects) when the server asks
 /// for it.
-async fn run(url: &str, scratch: &Path) -> ExitCode {
+async fn run(url: &str, scratch: &Path, scenario: &str) -> ExitCode {
+    let (machine, client) = auth_mode(scenario);
     // Redirects are never followed: the "browser" reads `Location` itself.
     let http = match reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -251,7 +338,7 @@ async fn run(url: &str, scratch: &Path) -> ExitCode {
     let mut rounds = 0;
     for attempt in 1.. {
         let authorization = token.as_deref().map(|t| oauth::authorization_header(t).1);
-        let config = match config(url, authorization.as_deref()) {
+        let config = match config(url, authorization.as_deref(), machine.as_ref()) {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("{e}");
@@ -271,6 +358,10 @@ async fn run(url: &str, scratch: &Path) -> ExitCode {
         airlock.close().await;
         if round.ok {
             return ExitCode::SUCCESS;
+        }
+        if machine.is_some() {
+            // Client credentials are Airlock's own business: no browser round to try.
+            return ExitCode::FAILURE;
         }
 
         // Would authorization help? Probe with the request that failed: the tool list
@@ -328,7 +419,7 @@ async fn run(url: &str, scratch: &Path) -> ExitCode {
         let Some(store) = store.as_ref() else {
             return ExitCode::FAILURE;
         };
-        match authorize(store, &http, url, &challenge).await {
+        match authorize(store, &http, url, &challenge, &client).await {
             Ok(t) => token = Some(t),
             Err(e) => {
                 eprintln!("{e}");

@@ -321,13 +321,16 @@ impl Airlock {
 }
 
 impl super::Inner {
-    /// The service a tool name not in the catalog belongs to, when that service cannot
-    /// run at all (its plugins were refused, or it needs repair): the name carries the
-    /// service's namespace. With the reason, so the caller learns why.
+    /// The service a tool name not in the catalog belongs to, when that service has
+    /// failed (its plugins were refused, it needs repair, or its server could not be
+    /// reached): the name carries the service's namespace. With the reason, so the
+    /// caller learns why.
     fn unavailable_owner(&self, tool: &str) -> Option<(String, String)> {
         self.services.iter().find_map(|(name, service)| {
-            let broken = service.pipeline.is_none() || !service.config.repair.is_empty();
-            if !service.config.enabled || !broken {
+            // A failed service (its plugins refused, its definition needing repair, or
+            // its server unreachable or refusing Airlock's credentials) has no catalog:
+            // a call to one of its tools says why, rather than "unknown tool".
+            if !service.config.enabled {
                 return None;
             }
             let reason = service.health().failed.clone()?;

@@ -4,6 +4,7 @@
 //!
 //! Layer 1 (config). May import: `secrets`, `digest`.
 
+mod auth_table;
 mod expand;
 mod parse;
 mod source;
@@ -17,7 +18,10 @@ use serde_json::Value;
 
 pub use expand::expand_vars;
 pub use source::{Scope, Source, UnknownScope};
-pub use transport::{Auth, MaskedDebug, TaggedValue, Transport, TransportConfig};
+pub use transport::{
+    Auth, ClientCredentials, ClientKey, MaskedDebug, OAuthClient, TaggedValue, Transport,
+    TransportConfig,
+};
 
 use crate::secrets::{KnownSecrets, looks_like_credential, url_credentials};
 
@@ -221,8 +225,11 @@ impl ServerConfig {
                     }
                 }
             }
-            Transport::Http { headers, url, .. } => {
+            Transport::Http {
+                headers, url, auth, ..
+            } => {
                 found.extend(url_credentials(url));
+                found.extend(auth.secrets());
                 for (k, v) in headers {
                     if is_secret(k) && !v.is_empty() {
                         found.push((k.clone(), v.clone()));

@@ -262,7 +262,10 @@ fn read_transport(f: &Fields<'_>) -> Result<Transport<String>, String> {
         if command.is_some() {
             return Err("\"command\" belongs to stdio servers, not http".into());
         }
-        let auth = Auth::parse(f.string("auth")?.as_deref())?;
+        let auth = match f.map.get("auth") {
+            Some(Value::Object(table)) => super::auth_table::parse_auth_table(table)?,
+            _ => Auth::parse(f.string("auth")?.as_deref())?,
+        };
         Ok(Transport::Http { url, headers, auth })
     }
 }
@@ -336,6 +339,13 @@ impl ServerEntry {
                     let v = expand(&format!("headers.{k}"), &v)?;
                     expanded.insert(k, v);
                 }
+                let auth = auth.try_map_strings(|field, v| {
+                    let v = expand(field, &v)?;
+                    if v.is_empty() {
+                        return Err(err(format!("\"{field}\" is empty")));
+                    }
+                    Ok(v)
+                })?;
                 Transport::Http {
                     url,
                     headers: expanded,
@@ -492,12 +502,13 @@ fn string_list(items: &[Value]) -> Result<Vec<String>, usize> {
         .collect()
 }
 
-struct Fields<'a> {
-    map: &'a Map<String, Value>,
+/// Typed reads of one table's fields, with errors naming the field.
+pub(super) struct Fields<'a> {
+    pub(super) map: &'a Map<String, Value>,
 }
 
 impl Fields<'_> {
-    fn string(&self, key: &str) -> Result<Option<String>, String> {
+    pub(super) fn string(&self, key: &str) -> Result<Option<String>, String> {
         match self.map.get(key) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -516,7 +527,7 @@ impl Fields<'_> {
         }
     }
 
-    fn string_list(&self, key: &str) -> Result<Option<Vec<String>>, String> {
+    pub(super) fn string_list(&self, key: &str) -> Result<Option<Vec<String>>, String> {
         match self.map.get(key) {
             None => Ok(None),
             Some(Value::Array(items)) => string_list(items)

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::secrets::{MASK, looks_like_credential, url_credentials};
 
@@ -38,50 +38,211 @@ pub enum Transport<V> {
 pub type TransportConfig = Transport<String>;
 
 /// How an HTTP server authenticates Airlock beyond its configured headers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(into = "Option<&'static str>", try_from = "Option<String>")]
+///
+/// The config form is absent (headers only), the string `"oauth"`, or a table:
+/// `{ type = "oauth", client_id, client_secret, client_metadata_url, scopes }` for the
+/// authorization-code flow with a pre-registered or metadata-document client, or
+/// `{ type = "client_credentials", client_id, client_secret | private_key, scopes }` for
+/// a machine-to-machine grant. `Debug` and `Serialize` never show a secret.
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
 pub enum Auth {
     /// Headers only.
     #[default]
     None,
-    /// OAuth 2.1 (authorization code with PKCE; tokens in the secret store).
-    OAuth,
+    /// OAuth 2.1 authorization code with PKCE (tokens in the secret store); the client
+    /// is pre-registered, a client ID metadata document, or registered dynamically.
+    OAuth(OAuthClient),
+    /// OAuth 2.1 client credentials: tokens without a browser or a person.
+    ClientCredentials(ClientCredentials),
+}
+
+/// Which client the authorization-code flow uses. All empty: dynamic registration.
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
+pub struct OAuthClient {
+    /// A client registered beforehand with the authorization server.
+    pub client_id: Option<String>,
+    /// Its secret (confidential clients only).
+    pub client_secret: Option<String>,
+    /// An `https://` URL of this client's metadata document (CIMD), used as the client
+    /// id when the authorization server supports it.
+    pub client_metadata_url: Option<String>,
+    /// Scopes to ask for instead of those the server suggests.
+    pub scopes: Vec<String>,
+}
+
+/// A machine-to-machine client.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct ClientCredentials {
+    /// The client's id.
+    pub client_id: String,
+    /// How it proves who it is.
+    pub key: ClientKey,
+    /// Scopes to ask for.
+    pub scopes: Vec<String>,
+}
+
+/// The proof a client-credentials client presents.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub enum ClientKey {
+    /// A client secret (`client_secret_basic` or `client_secret_post`).
+    Secret(String),
+    /// A PEM private key (RSA or EC P-256) signing a short-lived, single-use JWT
+    /// assertion (`private_key_jwt`).
+    PrivateKey(String),
+}
+
+impl ClientKey {
+    /// The config field holding it: `client_secret` or `private_key`.
+    pub fn field(&self) -> &'static str {
+        match self {
+            ClientKey::Secret(_) => "client_secret",
+            ClientKey::PrivateKey(_) => "private_key",
+        }
+    }
+
+    /// The secret value.
+    pub fn value(&self) -> &str {
+        match self {
+            ClientKey::Secret(v) | ClientKey::PrivateKey(v) => v,
+        }
+    }
 }
 
 impl Auth {
-    /// Parses the config form: absent, or `"oauth"`.
+    /// Parses the string form: absent, or `"oauth"` (dynamic registration).
     pub fn parse(text: Option<&str>) -> Result<Auth, String> {
         match text {
             None => Ok(Auth::None),
-            Some("oauth") => Ok(Auth::OAuth),
-            Some(other) => Err(format!("\"auth\" must be \"oauth\", got \"{other}\"")),
+            Some("oauth") => Ok(Auth::OAuth(OAuthClient::default())),
+            Some(other) => Err(format!(
+                "\"auth\" must be \"oauth\" or a table with \"type\" = \"oauth\" | \"client_credentials\", got \"{other}\""
+            )),
         }
     }
 
-    /// The config form: `None` or `Some("oauth")`.
-    pub fn as_config(self) -> Option<&'static str> {
+    /// The kind, as the string form names it: `None`, `"oauth"` or `"client_credentials"`.
+    pub fn as_config(&self) -> Option<&'static str> {
         match self {
             Auth::None => None,
-            Auth::OAuth => Some("oauth"),
+            Auth::OAuth(_) => Some("oauth"),
+            Auth::ClientCredentials(_) => Some("client_credentials"),
         }
     }
 
-    /// Whether OAuth is on.
-    pub fn is_oauth(self) -> bool {
-        self == Auth::OAuth
+    /// Whether the authorization-code flow is on (tokens from `airlock servers auth`).
+    pub fn is_oauth(&self) -> bool {
+        matches!(self, Auth::OAuth(_))
+    }
+
+    /// The secret values the table holds, by config field name.
+    pub fn secrets(&self) -> Vec<(String, String)> {
+        let mut found = Vec::new();
+        match self {
+            Auth::None => {}
+            Auth::OAuth(client) => {
+                if let Some(s) = client.client_secret.as_ref().filter(|s| !s.is_empty()) {
+                    found.push(("auth.client_secret".to_string(), s.clone()));
+                }
+            }
+            Auth::ClientCredentials(cc) => {
+                if !cc.key.value().is_empty() {
+                    found.push((
+                        format!("auth.{}", cc.key.field()),
+                        cc.key.value().to_string(),
+                    ));
+                }
+            }
+        }
+        found
+    }
+
+    /// The same auth with every string field passed through `f` (given its field name).
+    pub fn try_map_strings<E>(
+        self,
+        mut f: impl FnMut(&str, String) -> Result<String, E>,
+    ) -> Result<Auth, E> {
+        let mut opt = |name: &str, v: Option<String>| v.map(|v| f(name, v)).transpose();
+        Ok(match self {
+            Auth::None => Auth::None,
+            Auth::OAuth(c) => Auth::OAuth(OAuthClient {
+                client_id: opt("auth.client_id", c.client_id)?,
+                client_secret: opt("auth.client_secret", c.client_secret)?,
+                client_metadata_url: opt("auth.client_metadata_url", c.client_metadata_url)?,
+                scopes: c.scopes,
+            }),
+            Auth::ClientCredentials(cc) => {
+                let client_id = f("auth.client_id", cc.client_id)?;
+                let key = match cc.key {
+                    ClientKey::Secret(v) => ClientKey::Secret(f("auth.client_secret", v)?),
+                    ClientKey::PrivateKey(v) => ClientKey::PrivateKey(f("auth.private_key", v)?),
+                };
+                Auth::ClientCredentials(ClientCredentials {
+                    client_id,
+                    key,
+                    scopes: cc.scopes,
+                })
+            }
+        })
     }
 }
 
-impl From<Auth> for Option<&'static str> {
-    fn from(auth: Auth) -> Self {
-        auth.as_config()
+impl fmt::Debug for Auth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let masked = |v: &Option<String>| v.as_ref().map(|_| MASK);
+        match self {
+            Auth::None => f.write_str("None"),
+            Auth::OAuth(c) => f
+                .debug_struct("OAuth")
+                .field("client_id", &c.client_id)
+                .field("client_secret", &masked(&c.client_secret))
+                .field("client_metadata_url", &c.client_metadata_url)
+                .field("scopes", &c.scopes)
+                .finish(),
+            Auth::ClientCredentials(cc) => f
+                .debug_struct("ClientCredentials")
+                .field("client_id", &cc.client_id)
+                .field(cc.key.field(), &MASK)
+                .field("scopes", &cc.scopes)
+                .finish(),
+        }
     }
 }
 
-impl TryFrom<Option<String>> for Auth {
-    type Error = String;
-    fn try_from(text: Option<String>) -> Result<Self, String> {
-        Auth::parse(text.as_deref())
+/// The string form for the plain cases; a table (secrets masked) otherwise.
+impl Serialize for Auth {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            Auth::None => serializer.serialize_none(),
+            Auth::OAuth(c) if *c == OAuthClient::default() => serializer.serialize_str("oauth"),
+            Auth::OAuth(c) => {
+                let mut map = serializer.serialize_map(None)?;
+                map.serialize_entry("type", "oauth")?;
+                if let Some(id) = &c.client_id {
+                    map.serialize_entry("client_id", id)?;
+                }
+                if c.client_secret.is_some() {
+                    map.serialize_entry("client_secret", MASK)?;
+                }
+                if let Some(u) = &c.client_metadata_url {
+                    map.serialize_entry("client_metadata_url", u)?;
+                }
+                if !c.scopes.is_empty() {
+                    map.serialize_entry("scopes", &c.scopes)?;
+                }
+                map.end()
+            }
+            Auth::ClientCredentials(cc) => {
+                let mut map = serializer.serialize_map(None)?;
+                map.serialize_entry("type", "client_credentials")?;
+                map.serialize_entry("client_id", &cc.client_id)?;
+                map.serialize_entry(cc.key.field(), MASK)?;
+                if !cc.scopes.is_empty() {
+                    map.serialize_entry("scopes", &cc.scopes)?;
+                }
+                map.end()
+            }
+        }
     }
 }
 
@@ -170,7 +331,7 @@ impl<V> Transport<V> {
             Transport::Http { url, headers, auth } => Transport::Http {
                 url: url.clone(),
                 headers: headers.iter().map(|(k, v)| (k.clone(), v)).collect(),
-                auth: *auth,
+                auth: auth.clone(),
             },
         }
     }

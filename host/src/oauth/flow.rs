@@ -10,6 +10,7 @@ use std::time::Duration;
 use rmcp::transport::auth::{AuthError, AuthorizationManager, OAuthClientConfig};
 use tokio::net::TcpListener;
 
+use crate::config::OAuthClient;
 use crate::secrets::SecretStore;
 
 use super::callback::{FAILURE_PAGE, SUCCESS_PAGE, respond, state_of, wait_for_callback};
@@ -36,10 +37,11 @@ pub async fn authorize(
     store: &SecretStore,
     service: &str,
     url: &str,
+    client: &OAuthClient,
     open: OpenUrl<'_>,
     wait: Duration,
 ) -> Result<(), OAuthError> {
-    authorize_with_challenge(store, service, url, None, open, wait).await
+    authorize_with_challenge(store, service, url, None, client, open, wait).await
 }
 
 /// [`authorize`], seeding discovery with the `WWW-Authenticate` value of a 401 (or 403
@@ -50,6 +52,7 @@ pub async fn authorize_with_challenge(
     service: &str,
     url: &str,
     challenge: Option<&str>,
+    configured: &OAuthClient,
     open: OpenUrl<'_>,
     wait: Duration,
 ) -> Result<(), OAuthError> {
@@ -76,20 +79,28 @@ pub async fn authorize_with_challenge(
             "OAuth: the server publishes no metadata; using the default endpoints"
         );
     }
+    let cimd_supported = resolution
+        .metadata
+        .additional_fields
+        .get("client_id_metadata_document_supported")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
     manager.set_metadata(resolution.metadata);
-    let scopes = manager.select_initial_scopes(&[]).await;
-    let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
-
-    tracing::info!(service = %service, "OAuth: registering a client");
-    let registered = manager
-        .register_client(CLIENT_NAME, &redirect_uri, &scope_refs)
-        .await
-        .map_err(|e| auth_flow(service, "client registration", &e))?;
-    let client = ClientRegistration {
-        client_id: registered.client_id.clone(),
-        client_secret: registered.client_secret.clone(),
-        redirect_uri: redirect_uri.clone(),
+    let scopes = if configured.scopes.is_empty() {
+        manager.select_initial_scopes(&[]).await
+    } else {
+        configured.scopes.clone()
     };
+    let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
+    let client = choose_client(
+        &mut manager,
+        service,
+        configured,
+        cimd_supported,
+        &redirect_uri,
+        &scope_refs,
+    )
+    .await?;
     manager.set_credential_store(StoreAdapter::new(store, service, url, client));
 
     let auth_url = manager
@@ -149,6 +160,63 @@ pub async fn authorize_with_challenge(
     }
 }
 
+/// The client the flow uses, in this order: the pre-registered one when configured;
+/// else the client ID metadata document URL when configured and the authorization
+/// server says it supports them; else one registered dynamically.
+async fn choose_client(
+    manager: &mut AuthorizationManager,
+    service: &str,
+    configured: &OAuthClient,
+    cimd_supported: bool,
+    redirect_uri: &str,
+    scopes: &[&str],
+) -> Result<ClientRegistration, OAuthError> {
+    let given = if let Some(id) = &configured.client_id {
+        tracing::info!(service = %service, "OAuth: using the pre-registered client");
+        Some((id.clone(), configured.client_secret.clone()))
+    } else if let Some(url) = configured
+        .client_metadata_url
+        .as_ref()
+        .filter(|_| cimd_supported)
+    {
+        tracing::info!(service = %service, "OAuth: using the client ID metadata document");
+        Some((url.clone(), None))
+    } else {
+        None
+    };
+    if let Some((client_id, client_secret)) = given {
+        let mut config = OAuthClientConfig::new(client_id.clone(), redirect_uri)
+            .with_scopes(scopes.iter().map(|s| s.to_string()).collect());
+        if let Some(secret) = &client_secret {
+            config = config.with_client_secret(secret.clone());
+        }
+        manager
+            .configure_client(config)
+            .map_err(|e| auth_flow(service, "client configuration", &e))?;
+        return Ok(ClientRegistration {
+            client_id,
+            client_secret,
+            redirect_uri: redirect_uri.to_string(),
+        });
+    }
+    if configured.client_metadata_url.is_some() {
+        tracing::info!(
+            service = %service,
+            "OAuth: the authorization server does not accept client ID metadata documents; registering a client"
+        );
+    }
+    tracing::info!(service = %service, "OAuth: registering a client");
+    let registered = manager
+        .register_client(CLIENT_NAME, redirect_uri, scopes)
+        .await
+        .map_err(|e| auth_flow(service, "client registration", &e))?;
+    Ok(ClientRegistration {
+        client_id: registered.client_id.clone(),
+        client_secret: registered.client_secret.clone(),
+        redirect_uri: redirect_uri.to_string(),
+    })
+}
+
 /// Waits for the browser's redirect on `listener`, exchanges its code through `manager`
 /// (which stores the tokens) and answers the browser with the outcome.
 async fn receive_and_exchange(
@@ -195,6 +263,26 @@ pub async fn access_token(
     service: &str,
     url: &str,
 ) -> Result<String, OAuthError> {
+    token(store, service, url, false).await
+}
+
+/// A new access token from the stored refresh token, whatever the stored token's expiry
+/// says: after a server refused that token (revoked, or expired early). Errors as
+/// [`access_token`].
+pub async fn refresh_access_token(
+    store: &SecretStore,
+    service: &str,
+    url: &str,
+) -> Result<String, OAuthError> {
+    token(store, service, url, true).await
+}
+
+async fn token(
+    store: &SecretStore,
+    service: &str,
+    url: &str,
+    force_refresh: bool,
+) -> Result<String, OAuthError> {
     // One refresh at a time per service in this process; a waiter then reads the
     // refreshed record instead of spending the refresh token again.
     let lock = service_lock(service);
@@ -239,7 +327,7 @@ pub async fn access_token(
     else {
         return Err(not_authorized(service, "no stored access token"));
     };
-    if !needs_refresh(record.obtained_at, record.expires_at, now_secs()) {
+    if !force_refresh && !needs_refresh(record.obtained_at, record.expires_at, now_secs()) {
         return Ok(tokens.access_token);
     }
     if tokens.refresh_token.is_none() {
@@ -317,7 +405,7 @@ pub(super) fn needs_refresh(obtained_at: u64, expires_at: Option<u64>, now: u64)
 
 /// The per-service lock serializing refreshes (and the final save of an authorization)
 /// within this process.
-fn service_lock(service: &str) -> Arc<tokio::sync::Mutex<()>> {
+pub(super) fn service_lock(service: &str) -> Arc<tokio::sync::Mutex<()>> {
     type Locks = std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>;
     static LOCKS: OnceLock<Locks> = OnceLock::new();
     let mut locks = LOCKS

@@ -9,6 +9,8 @@
 //!   `127.0.0.1` receiving the browser's redirect;
 //! - [`access_token`]: a valid token without interaction (the stored one, or a silent
 //!   refresh), used when a session connects;
+//! - [`client_credentials_token`]: machine-to-machine tokens (client secret or a signed
+//!   JWT assertion), with no browser and no authorization step;
 //! - [`logout`] and [`is_authorized`].
 //!
 //! Tokens for service `NAME` live in the secret store under `oauth:NAME`, as one JSON
@@ -27,13 +29,15 @@
 
 mod callback;
 mod flow;
+mod machine;
 mod store;
 
 use rmcp::transport::auth::AuthError;
 
 use crate::secrets::SecretError;
 
-pub use flow::{access_token, authorize, authorize_with_challenge};
+pub use flow::{access_token, authorize, authorize_with_challenge, refresh_access_token};
+pub use machine::{client_credentials_token, sign_assertion};
 pub use store::{is_authorized, logout};
 
 /// A token expiring within this many seconds is refreshed before use.
@@ -70,6 +74,21 @@ pub enum OAuthError {
         step: &'static str,
         /// What failed (scrubbed of codes and state; never a token).
         message: String,
+    },
+    /// The authorization server refused a client-credentials grant. Names the config
+    /// field holding the credential, never its value.
+    #[error(
+        "service \"{service}\": the authorization server refused the client credentials of client \"{client_id}\" (check \"auth.{field}\" in its config): {detail}"
+    )]
+    CredentialsRefused {
+        /// The service's name.
+        service: String,
+        /// The client id presented.
+        client_id: String,
+        /// The config field holding the credential (`client_secret` or `private_key`).
+        field: &'static str,
+        /// What the server said.
+        detail: String,
     },
     /// The secret store failed.
     #[error("OAuth token store: {0}")]

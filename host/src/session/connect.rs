@@ -13,7 +13,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpError;
 use tokio::sync::mpsc;
 
 use super::{AirlockClient, ServerNotice, Session, SessionError, TransportKind};
-use crate::config::{ServerConfig, Transport};
+use crate::config::{Auth, ServerConfig, Transport};
 use crate::launch::{DEFAULT_KILL_GRACE, LaunchSpec, ServerProcess};
 use crate::secrets::{KnownSecrets, SecretStore};
 
@@ -63,28 +63,61 @@ pub async fn connect(
             (session, None)
         }
         Transport::Http { url, headers, auth } => {
-            let mut headers = headers.clone();
-            let mut token = None;
-            if auth.is_oauth() {
-                // Never interactive here: without usable tokens this fails with a
-                // message naming `airlock servers auth NAME`.
-                let access = crate::oauth::access_token(options.secret_store, &server.name, url)
+            let store = options.secret_store;
+            let name = &server.name;
+            // A token without a person: the stored one, or (client credentials) a new
+            // grant. Never interactive: an authorization-code service without usable
+            // tokens fails with a message naming `airlock servers auth NAME`.
+            let token_for = |fresh: bool| async move {
+                let token = match auth {
+                    Auth::None => return Ok(None),
+                    Auth::OAuth(_) if fresh => {
+                        crate::oauth::refresh_access_token(store, name, url).await
+                    }
+                    Auth::OAuth(_) => crate::oauth::access_token(store, name, url).await,
+                    Auth::ClientCredentials(cc) => {
+                        crate::oauth::client_credentials_token(store, name, url, cc, fresh).await
+                    }
+                };
+                token
+                    .map(Some)
+                    .map_err(|e| SessionError::Authorization(e.to_string()))
+            };
+            let with_token = |token: &Option<String>| {
+                let mut headers = headers.clone();
+                if let Some(token) = token {
+                    let (key, value) = crate::oauth::authorization_header(token);
+                    headers.insert(key, value);
+                }
+                headers
+            };
+            let mut token = token_for(false).await?;
+            let first = Session::connect_http(
+                url,
+                &with_token(&token),
+                server.startup_timeout,
+                client.clone(),
+            )
+            .await;
+            let session = match first {
+                // A refused token (revoked, or expired early): one silent retry with a
+                // refreshed (or newly granted) token.
+                Err(SessionError::Unauthorized { .. }) if !matches!(auth, Auth::None) => {
+                    tracing::info!(service = %name, "the server refused the token; getting a new one");
+                    token = token_for(true).await?;
+                    match Session::connect_http(
+                        url,
+                        &with_token(&token),
+                        server.startup_timeout,
+                        client,
+                    )
                     .await
-                    .map_err(|e| SessionError::Authorization(e.to_string()))?;
-                let (key, value) = crate::oauth::authorization_header(&access);
-                headers.insert(key, value);
-                token = Some(access);
-            }
-            let session = match Session::connect_http(url, &headers, server.startup_timeout, client)
-                .await
-            {
-                Err(SessionError::Unauthorized { .. }) if auth.is_oauth() => {
-                    // A refused token (revoked, or one without a lifetime that
-                    // expired) needs a person: say which command to run.
-                    return Err(SessionError::Authorization(format!(
-                        "service \"{name}\" needs authorization: run `airlock servers auth {name}` (the server refused the stored token)",
-                        name = server.name
-                    )));
+                    {
+                        Err(SessionError::Unauthorized { .. }) => {
+                            return Err(SessionError::Authorization(refused_token(name, auth)));
+                        }
+                        other => other?,
+                    }
                 }
                 other => other?,
             };
@@ -96,6 +129,20 @@ pub async fn connect(
         session,
         oauth_token,
     })
+}
+
+/// What to do when the server refuses even a fresh token.
+fn refused_token(name: &str, auth: &Auth) -> String {
+    match auth {
+        Auth::ClientCredentials(cc) => format!(
+            "service \"{name}\": the server refused the token granted to client \"{}\" (check \"auth.{}\" and the client's grants at the authorization server)",
+            cc.client_id,
+            cc.key.field()
+        ),
+        _ => format!(
+            "service \"{name}\" needs authorization: run `airlock servers auth {name}` (the server refused the stored token)"
+        ),
+    }
 }
 
 /// Why a streamable-HTTP handshake failed, as far as choosing what to do next goes.

@@ -20,21 +20,38 @@ pub(super) async fn auth(
     wait: u64,
 ) -> Result<ExitCode, String> {
     let config = servers.load_config(sources, &process_env).map_err(fail)?;
-    let url = oauth_url(config.servers.get(name), name)?;
-    crate::oauth::authorize(
-        servers.store(),
-        name,
-        &url,
-        &open_in_browser,
-        Duration::from_secs(wait),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    print(cli, json!({"ok": true, "authorized": name}), || {
-        println!(
-            "Authorized \"{name}\". Tokens are in the secret store; Airlock refreshes them silently."
-        )
-    });
+    let (url, auth) = oauth_target(config.servers.get(name), name)?;
+    match &auth {
+        Auth::ClientCredentials(cc) => {
+            // No browser: obtain a token now, which checks the credentials.
+            crate::oauth::client_credentials_token(servers.store(), name, &url, cc, true)
+                .await
+                .map_err(|e| e.to_string())?;
+            print(cli, json!({"ok": true, "authorized": name}), || {
+                println!(
+                    "\"{name}\" uses client credentials: a token was granted and stored. Airlock gets new ones by itself."
+                )
+            });
+        }
+        Auth::OAuth(client) => {
+            crate::oauth::authorize(
+                servers.store(),
+                name,
+                &url,
+                client,
+                &open_in_browser,
+                Duration::from_secs(wait),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            print(cli, json!({"ok": true, "authorized": name}), || {
+                println!(
+                    "Authorized \"{name}\". Tokens are in the secret store; Airlock refreshes them silently."
+                )
+            });
+        }
+        Auth::None => unreachable!("oauth_target refuses servers without OAuth"),
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -51,15 +68,13 @@ pub(super) fn logout(cli: &Cli, servers: &Servers, name: &str) -> Result<ExitCod
     Ok(ExitCode::SUCCESS)
 }
 
-fn oauth_url(server: Option<&ServerConfig>, name: &str) -> Result<String, String> {
+fn oauth_target(server: Option<&ServerConfig>, name: &str) -> Result<(String, Auth), String> {
     match server.map(|s| &s.transport) {
-        Some(TransportConfig::Http {
-            url,
-            auth: Auth::OAuth,
-            ..
-        }) => Ok(url.clone()),
+        Some(TransportConfig::Http { url, auth, .. }) if *auth != Auth::None => {
+            Ok((url.clone(), auth.clone()))
+        }
         Some(_) => Err(format!(
-            "server \"{name}\" does not use OAuth (only http servers with auth = \"oauth\" do)"
+            "server \"{name}\" does not use OAuth (only http servers with an \"auth\" setting do)"
         )),
         None => Err(format!("no server named \"{name}\"")),
     }

@@ -175,7 +175,7 @@ fn edit_from_args(args: &EditArgs) -> Result<Edit, String> {
         auth: match args.auth.as_deref() {
             None => None,
             Some("none") => Some(Auth::None),
-            Some("oauth") => Some(Auth::OAuth),
+            Some("oauth") => Some(Auth::OAuth(Default::default())),
             Some(other) => {
                 return Err(format!(
                     "--auth must be \"oauth\" or \"none\", got \"{other}\""

@@ -32,6 +32,14 @@ fn header_and_messages() {
 #[allow(dead_code)]
 fn futures_are_send(store: &SecretStore, open: OpenUrl<'_>) {
     fn send<T: Send>(_: T) {}
-    send(authorize(store, "s", "u", open, Duration::from_secs(1)));
+    let client = crate::config::OAuthClient::default();
+    send(authorize(
+        store,
+        "s",
+        "u",
+        &client,
+        open,
+        Duration::from_secs(1),
+    ));
     send(access_token(store, "s", "u"));
 }

@@ -139,6 +139,13 @@ async fn failing_servers_are_reported_and_do_not_block_the_others() {
         .call("mcp__missing__echo", json!({}), None)
         .await
         .unwrap_err();
+    // The failed service's tool is not "unknown": the call says why it cannot run.
+    assert_eq!(err.code, ErrorCode::ServiceUnavailable, "{err}");
+    assert!(err.message.contains("not found"), "{err}");
+    let err = airlock
+        .call("mcp__nosuchservice__echo", json!({}), None)
+        .await
+        .unwrap_err();
     assert_eq!(err.code, ErrorCode::UnknownTool);
     airlock.close().await;
 }

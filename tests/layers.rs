@@ -17,7 +17,8 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("config", &["secrets", "digest"][..]),
         ("launch", &["secrets"][..]),
         ("transport", &[][..]),
-        ("oauth", &["secrets"][..]),
+        ("alloc", &[][..]),
+        ("oauth", &["config", "secrets"][..]),
         (
             "session",
             &[

@@ -21,6 +21,9 @@ tests/.venv/bin/pip install --quiet --disable-pip-version-check -r tests/peers/p
 echo "== tests"
 cargo test --locked -p airlock-host -p airlock-guest -p airlock-plugin-standard -p airlock-plugin-text-only "$@"
 
+echo "== the embeddable library builds without the CLI feature"
+cargo check --locked -p airlock-host --no-default-features
+
 echo "== no test server outlived the tests"
 sleep 1
 leftover=$(pgrep -af "tests/peers/|demo-server|airlock_fixture" | grep -v pgrep || true)

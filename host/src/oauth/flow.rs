@@ -7,7 +7,9 @@ use std::net::Ipv4Addr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use rmcp::transport::auth::{AuthError, AuthorizationManager, OAuthClientConfig};
+use rmcp::transport::auth::{
+    AuthError, AuthorizationManager, AuthorizationMetadata, OAuthClientConfig,
+};
 use tokio::net::TcpListener;
 
 use crate::config::OAuthClient;
@@ -65,32 +67,13 @@ pub async fn authorize_with_challenge(
         .port();
     let redirect_uri = format!("http://127.0.0.1:{port}{CALLBACK_PATH}");
 
-    tracing::info!(service = %service, "OAuth: discovering the authorization server");
-    let mut manager = AuthorizationManager::new(url)
-        .await
-        .map_err(|e| auth_flow(service, "discovery", &e))?;
-    let resolution = manager
-        .resolve_metadata_from_challenge(challenge)
-        .await
-        .map_err(|e| auth_flow(service, "discovery", &e))?;
-    if !resolution.source.is_discovered() {
-        tracing::info!(
-            service = %service,
-            "OAuth: the server publishes no metadata; using the default endpoints"
-        );
-    }
-    let cimd_supported = resolution
-        .metadata
+    let (mut manager, metadata) = discover(service, url, challenge).await?;
+    let cimd_supported = metadata
         .additional_fields
         .get("client_id_metadata_document_supported")
         .and_then(serde_json::Value::as_bool)
         .unwrap_or(false);
-    manager.set_metadata(resolution.metadata);
-    let scopes = if configured.scopes.is_empty() {
-        manager.select_initial_scopes(&[]).await
-    } else {
-        configured.scopes.clone()
-    };
+    let scopes = scopes_for(&manager, &configured.scopes).await;
     let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
     let client = choose_client(
         &mut manager,
@@ -157,6 +140,45 @@ pub async fn authorize_with_challenge(
                 format!("no answer from the browser within {} s", wait.as_secs()),
             ))
         }
+    }
+}
+
+/// Discovers the authorization server for `service` at `url` (seeded with the
+/// `WWW-Authenticate` value `challenge` when there is one): a manager with its metadata
+/// set, and a copy of that metadata.
+pub(super) async fn discover(
+    service: &str,
+    url: &str,
+    challenge: Option<&str>,
+) -> Result<(AuthorizationManager, AuthorizationMetadata), OAuthError> {
+    tracing::info!(service = %service, "OAuth: discovering the authorization server");
+    let mut manager = AuthorizationManager::new(url)
+        .await
+        .map_err(|e| auth_flow(service, "discovery", &e))?;
+    let resolution = manager
+        .resolve_metadata_from_challenge(challenge)
+        .await
+        .map_err(|e| auth_flow(service, "discovery", &e))?;
+    if !resolution.source.is_discovered() {
+        tracing::info!(
+            service = %service,
+            "OAuth: the server publishes no metadata; using the default endpoints"
+        );
+    }
+    let metadata = resolution.metadata.clone();
+    manager.set_metadata(resolution.metadata);
+    Ok((manager, metadata))
+}
+
+/// The scopes to ask for: the configured ones, else those the server suggests.
+pub(super) async fn scopes_for(
+    manager: &AuthorizationManager,
+    configured: &[String],
+) -> Vec<String> {
+    if configured.is_empty() {
+        manager.select_initial_scopes(&[]).await
+    } else {
+        configured.to_vec()
     }
 }
 

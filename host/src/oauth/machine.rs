@@ -10,12 +10,11 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use openssl::hash::MessageDigest;
 use openssl::pkey::{Id, PKey, Private};
 use rmcp::transport::auth::{
-    AuthError, AuthorizationManager, ClientCredentialsConfig, CredentialStore, OAuthTokenResponse,
-    StoredCredentials,
+    AuthError, ClientCredentialsConfig, CredentialStore, OAuthTokenResponse, StoredCredentials,
 };
 use serde_json::{Value, json};
 
-use super::flow::{needs_refresh, service_lock};
+use super::flow::{discover, needs_refresh, scopes_for, service_lock};
 use super::store::{
     ClientRegistration, StoreAdapter, Stored, blocking, now_secs, read_record, token_fields,
 };
@@ -62,21 +61,8 @@ pub async fn client_credentials_token(
         }
     }
 
-    tracing::info!(service = %service, "OAuth: discovering the authorization server");
-    let mut manager = AuthorizationManager::new(url)
-        .await
-        .map_err(|e| auth_flow(service, "discovery", &e))?;
-    let resolution = manager
-        .resolve_metadata_from_challenge(None)
-        .await
-        .map_err(|e| auth_flow(service, "discovery", &e))?;
-    let metadata = resolution.metadata.clone();
-    manager.set_metadata(resolution.metadata);
-    let scopes = if client.scopes.is_empty() {
-        manager.select_initial_scopes(&[]).await
-    } else {
-        client.scopes.clone()
-    };
+    let (mut manager, metadata) = discover(service, url, None).await?;
+    let scopes = scopes_for(&manager, &client.scopes).await;
     let adapter = StoreAdapter::new(
         store,
         service,

@@ -62,6 +62,8 @@ for size, target in (("16B", "≤ 1.10×"), ("4KiB", "≤ 1.10×"), ("1MiB", Non
 for size in ("1MiB", "32MiB"):
     pair("P3", f"content + redaction of {size}: wasm vs native",
          f"content_redaction_{size}", "wasm", "native", "≤ 1.5×", lambda x, y, r: r <= 1.5)
+pair("policy", "an allow decision of `builtin:policy` (every rule kind): wasm vs native, same thread",
+     "policy_allow", "wasm", "native")
 pair("P4", "naming 1,000 tools: wasm vs native (with the host's checks)",
      "naming_1000_tools", "wasm", "native", "≤ 1.5×", lambda x, y, r: r <= 1.5)
 pair("P5", "naming 10,000 tools: wasm (vs native)", "naming_10000_tools", "wasm", "native",

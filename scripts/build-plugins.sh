@@ -23,13 +23,13 @@ build() {
 
 case "${1:-}" in
     --fixtures)
-        build airlock-fixture-hostile airlock-fixture-foreign-import airlock-fixture-future-contract
+        build airlock-fixture-hostile airlock-fixture-foreign-import airlock-fixture-future-contract airlock-fixture-contract-v01 airlock-fixture-policy
         ls "$out"/airlock_fixture_*.wasm
         ;;
     --check|"")
-        build airlock-plugin-standard airlock-plugin-text-only
+        build airlock-plugin-standard airlock-plugin-text-only airlock-plugin-policy
         status=0
-        for name in standard text-only; do
+        for name in standard text-only policy; do
             built="$out/airlock_plugin_${name//-/_}.wasm"
             embedded="host/assets/plugins/$name.wasm"
             if [ "${1:-}" = "--check" ]; then

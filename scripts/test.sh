@@ -19,7 +19,7 @@ fi
 tests/.venv/bin/pip install --quiet --disable-pip-version-check -r tests/peers/python/requirements.txt
 
 echo "== tests"
-cargo test --locked -p airlock-host -p airlock-guest -p airlock-plugin-standard -p airlock-plugin-text-only "$@"
+cargo test --locked -p airlock-host -p airlock-guest -p airlock-plugin-standard -p airlock-plugin-text-only -p airlock-plugin-policy "$@"
 
 echo "== the embeddable library builds without the CLI feature"
 cargo check --locked -p airlock-host --no-default-features

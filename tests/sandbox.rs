@@ -139,7 +139,10 @@ fn an_unsupported_contract_version_is_refused_at_load() {
     match rt.load(&PluginRef::File(fixture_wasm("future-contract"))) {
         Err(e @ PluginError::UnsupportedContract { .. }) => {
             let m = e.to_string();
-            assert!(m.contains("0.2.0") && m.contains("0.1.x"), "{m}");
+            assert!(
+                m.contains("0.3.0") && m.contains("0.2.x") && m.contains("0.1.x"),
+                "{m}"
+            );
         }
         other => panic!("expected UnsupportedContract, got {:?}", other.map(|_| ())),
     }

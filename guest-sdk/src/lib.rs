@@ -2,7 +2,8 @@
 //!
 //! A plugin is a WebAssembly component built for `wasm32-wasip2`. It implements
 //! [`Plugin`] (construction from its configuration) and one trait per stage it serves —
-//! [`Naming`], [`Content`], [`Redaction`] — then invokes [`export_plugin!`] once.
+//! [`Naming`], [`Content`], [`Redaction`], [`Policy`] — then invokes [`export_plugin!`]
+//! once. The SDK builds against contract `airlock:adapter@0.2.0` ([`CONTRACT_VERSION`]).
 //!
 //! ```no_run
 //! use airlock_guest::{export_plugin, Config, Content, ContentBlock, Plugin, Stage, TextBlock, ToolResult};
@@ -45,7 +46,7 @@ pub mod names;
 #[doc(hidden)]
 pub mod runtime;
 
-/// Raw bindings generated from the WIT contract (`wit/adapter.wit`). Plugin authors
+/// Raw bindings generated from the WIT contract (`wit/adapter.wit`, 0.2). Plugin authors
 /// normally use the re-exports at the crate root instead.
 pub mod bindings {
     wit_bindgen::generate!({
@@ -62,11 +63,14 @@ pub use bindings::airlock::adapter::types::{
 };
 pub use bindings::exports::airlock::adapter::naming::{NamedTool, ServiceInfo};
 pub use bindings::exports::airlock::adapter::plugin::PluginInfo;
+pub use bindings::exports::airlock::adapter::policy::{
+    Call, Decision, ResultDecision, ResultVerdict, Verdict,
+};
 pub use bindings::exports::airlock::adapter::redaction::{Redacted, RedactionMark, Secret};
 pub use config::Config;
 
 /// The version of the WIT contract this SDK builds against.
-pub const CONTRACT_VERSION: &str = "0.1.0";
+pub const CONTRACT_VERSION: &str = "0.2.0";
 
 /// What every plugin implements: how to build an instance from its configuration.
 ///
@@ -116,13 +120,35 @@ pub trait Redaction: Plugin {
     fn redact(&self, result: ToolResult, secrets: Vec<Secret>) -> Result<Redacted, String>;
 }
 
+/// The policy stage: decides whether a call may run and whether its result may leave.
+///
+/// The host runs the configured policies in order before a call reaches its server
+/// ([`Policy::check_call`]) and on the redacted result before it leaves
+/// ([`Policy::check_result`], which lets everything through unless overridden). An
+/// `Err` (or a trap) counts as a denial unless the operator set `on_failure = "open"`.
+pub trait Policy: Plugin {
+    /// Decides whether `call` may run: allow, deny with a reason, rewrite the arguments,
+    /// or ask a person. Name the rule that decided in the verdict.
+    fn check_call(&self, call: &Call) -> Result<Verdict, String>;
+
+    /// Decides whether the redacted `result` of `call` may leave: allow, withhold with a
+    /// reason, or replace it.
+    fn check_result(&self, call: &Call, result: ToolResult) -> Result<ResultVerdict, String> {
+        let _ = (call, result);
+        Ok(ResultVerdict {
+            decision: ResultDecision::Allow,
+            rule: "default".to_string(),
+        })
+    }
+}
+
 /// Exports a plugin type as a WebAssembly component.
 ///
 /// List the stages the type implements; the others answer with an error and are not
 /// advertised in the plugin's description:
 ///
 /// ```ignore
-/// airlock_guest::export_plugin!(MyPlugin, stages: [naming, content, redaction]);
+/// airlock_guest::export_plugin!(MyPlugin, stages: [naming, content, redaction, policy]);
 /// ```
 ///
 /// On non-wasm targets the macro expands to nothing, so the same crate can be used
@@ -150,6 +176,7 @@ macro_rules! export_plugin {
             $crate::__naming_export!(AirlockPluginExport, $ty, [$($stage)*]);
             $crate::__content_export!(AirlockPluginExport, $ty, [$($stage)*]);
             $crate::__redaction_export!(AirlockPluginExport, $ty, [$($stage)*]);
+            $crate::__policy_export!(AirlockPluginExport, $ty, [$($stage)*]);
 
             $crate::bindings::__export_adapter_world!(AirlockPluginExport with_types_in $crate::bindings);
         };
@@ -167,6 +194,9 @@ macro_rules! __stage_value {
     };
     (redaction) => {
         $crate::Stage::Redaction
+    };
+    (policy) => {
+        $crate::Stage::Policy
     };
 }
 
@@ -237,6 +267,34 @@ macro_rules! __redaction_export {
         impl $crate::bindings::exports::airlock::adapter::redaction::Guest for $shim {
             fn redact(_: $crate::ToolResult, _: ::std::vec::Vec<$crate::Secret>) -> ::std::result::Result<$crate::Redacted, ::std::string::String> {
                 ::std::result::Result::Err($crate::runtime::unsupported::<$ty>("redaction"))
+            }
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __policy_export {
+    ($shim:ident, $ty:ty, [policy $($rest:ident)*]) => {
+        impl $crate::bindings::exports::airlock::adapter::policy::Guest for $shim {
+            fn check_call(call: $crate::Call) -> ::std::result::Result<$crate::Verdict, ::std::string::String> {
+                $crate::runtime::with::<$ty, _>(|p| <$ty as $crate::Policy>::check_call(p, &call))
+            }
+            fn check_result(call: $crate::Call, result: $crate::ToolResult) -> ::std::result::Result<$crate::ResultVerdict, ::std::string::String> {
+                $crate::runtime::with::<$ty, _>(|p| <$ty as $crate::Policy>::check_result(p, &call, result))
+            }
+        }
+    };
+    ($shim:ident, $ty:ty, [$other:ident $($rest:ident)*]) => {
+        $crate::__policy_export!($shim, $ty, [$($rest)*]);
+    };
+    ($shim:ident, $ty:ty, []) => {
+        impl $crate::bindings::exports::airlock::adapter::policy::Guest for $shim {
+            fn check_call(_: $crate::Call) -> ::std::result::Result<$crate::Verdict, ::std::string::String> {
+                ::std::result::Result::Err($crate::runtime::unsupported::<$ty>("policy"))
+            }
+            fn check_result(_: $crate::Call, _: $crate::ToolResult) -> ::std::result::Result<$crate::ResultVerdict, ::std::string::String> {
+                ::std::result::Result::Err($crate::runtime::unsupported::<$ty>("policy"))
             }
         }
     };

@@ -8,6 +8,8 @@
 //!   checks the host makes on the plugin's answer.
 //! - P6: loading a plugin from the compiled-artifact cache against compiling it cold
 //!   (`plugin_load`).
+//! - Policy: one `builtin:policy` decision that allows a call, after checking every
+//!   rule kind (`policy_allow`).
 //!
 //! `scripts/bench-ratios.sh` prints the ratios from criterion's estimates.
 
@@ -266,8 +268,67 @@ fn bench(c: &mut Criterion) {
     let runtime: Arc<PluginRuntime> = PluginRuntime::new(SandboxLimits::default(), None).unwrap();
     bench_content_redaction(c, &runtime);
     bench_naming(c, &runtime);
+    bench_policy(c, &runtime);
     bench_hop(c);
     bench_load(c);
+}
+
+/// An allow decision of `builtin:policy` with every rule kind configured (size cap,
+/// deny and allow globs, argument patterns, paths confined to roots, destructive
+/// approval), wasm against the same rules native, on the benchmark's thread.
+fn bench_policy(c: &mut Criterion, runtime: &Arc<PluginRuntime>) {
+    let rules = json!({
+        "max_argument_bytes": 65536,
+        "deny": ["delete_*", "drop_*"],
+        "allow": ["read_*", "list_*", "search_*"],
+        "deny_arguments": [{"name": "rm", "regex": "rm\\s+-rf"}, "\\bsudo\\b"],
+        "confine_paths": true,
+        "ask_destructive": true,
+    });
+    let stage = runtime
+        .bind(
+            runtime.load(&PluginRef::Builtin("policy".into())).unwrap(),
+            Stage::Policy,
+            "bench",
+            &rules,
+        )
+        .unwrap();
+    let arguments = json!({"path": "/work/project/src/main.rs", "pattern": "fn main", "max": 20});
+    let call = plugin::Call {
+        agent: "default".into(),
+        service: "fs".into(),
+        tool: "mcp__fs__read_text_file".into(),
+        raw_tool: "read_text_file".into(),
+        arguments: arguments.to_string(),
+        annotations: Some(json!({"readOnlyHint": true}).to_string()),
+        roots: vec!["file:///work/project".into()],
+    };
+    let native_rules = airlock_plugin_policy::Rules::from_config(
+        &guest::Config::from_value(rules.clone()).unwrap(),
+    )
+    .unwrap();
+    let native_call = guest::Call {
+        agent: call.agent.clone(),
+        service: call.service.clone(),
+        tool: call.tool.clone(),
+        raw_tool: call.raw_tool.clone(),
+        arguments: call.arguments.clone(),
+        annotations: call.annotations.clone(),
+        roots: call.roots.clone(),
+    };
+    let scrub = KnownSecrets::new();
+    // Both sides must decide the same: allow, by the default rule.
+    let wasm = plugin::check_call_now(&stage, &call, &scrub).unwrap();
+    let native = native_rules.decide(&native_call);
+    assert!(matches!(wasm.decision, plugin::Decision::Allow), "{wasm:?}");
+    assert!(matches!(native.decision, guest::Decision::Allow));
+    assert_eq!(wasm.rule, native.rule);
+    let mut group = c.benchmark_group("policy_allow");
+    group.bench_function("wasm", |b| {
+        b.iter(|| plugin::check_call_now(&stage, &call, &scrub).unwrap())
+    });
+    group.bench_function("native", |b| b.iter(|| native_rules.decide(&native_call)));
+    group.finish();
 }
 
 criterion_group!(benches, bench);

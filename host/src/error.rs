@@ -27,6 +27,8 @@ pub enum ErrorCode {
     ServiceSessionLimit,
     /// A plugin failed (trapped, exceeded a limit, or returned an error).
     AdapterError,
+    /// A policy refused the call (it never reached the server) or withheld its result.
+    PolicyDenied,
 }
 
 impl ErrorCode {
@@ -42,6 +44,7 @@ impl ErrorCode {
             ErrorCode::ServiceAccessDenied => "service_access_denied",
             ErrorCode::ServiceSessionLimit => "service_session_limit",
             ErrorCode::AdapterError => "adapter_error",
+            ErrorCode::PolicyDenied => "policy_denied",
         }
     }
 }

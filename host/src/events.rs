@@ -172,6 +172,26 @@ pub enum Event {
         /// Whether anything was redacted.
         redacted: bool,
     },
+    /// A policy decided about a call or its result (enforced or audited).
+    PolicyDecided {
+        /// The agent.
+        agent: String,
+        /// The service.
+        service: String,
+        /// The qualified tool name.
+        tool: String,
+        /// The policy plugin that decided.
+        plugin: String,
+        /// The rule it named (`failed` when the plugin failed).
+        rule: String,
+        /// `allow`, `deny`, `rewrite`, `ask`, `approved`, `declined`, `withhold`,
+        /// `replace` or `failed`.
+        decision: String,
+        /// The reason, question or failure, when there is one (scrubbed of secrets).
+        reason: Option<String>,
+        /// `enforce` or `audit`.
+        mode: String,
+    },
     /// The server reported progress on a running call.
     Progress {
         /// The agent.

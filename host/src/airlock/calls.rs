@@ -220,6 +220,18 @@ impl Airlock {
             .pipeline
             .clone()
             .expect("cataloged services have pipelines");
+        // The policy chain decides before any session opens: a denied call never reaches
+        // the server; an allowed one may run with rewritten arguments.
+        let policy_call = (!pipeline.policy().is_empty())
+            .then(|| inner.policy_call(&options.agent, entry, &arguments));
+        let arguments = match &policy_call {
+            Some(call) => {
+                inner
+                    .enforce_call_policy(&pipeline, call, &service.secrets())
+                    .await?
+            }
+            None => arguments,
+        };
         let live = inner.session(&options.agent, &entry.service).await?;
 
         // Progress: count it, pass it to the caller, and publish it as events.
@@ -275,26 +287,43 @@ impl Airlock {
         // Everything CPU-bound about the result — the plugins, its text, digest and
         // preview, the MCP JSON of what comes back — in one place: inline for a small
         // result, else one hop to a blocking thread (see `process_then`).
+        // The known secrets as they are now: connecting may have just learned one (an
+        // OAuth access token), so they are read after the session opened.
         let known = service.secrets();
         let result = convert::result_from_mcp(&reply.result);
-        let agent = options.agent.clone();
         let preview_limit = options.preview.unwrap_or(inner.preview);
-        let (processed, prepared, mcp) = pipeline
-            .process_then(result, &known, move |processed| {
-                let text = convert::result_text(&processed.result);
-                let prepared = results::prepare(
-                    Some(&agent),
-                    text,
-                    !processed.marks.is_empty(),
-                    preview_limit,
-                );
-                let mcp = convert::result_to_mcp(&processed.result);
-                (processed, prepared, mcp)
-            })
-            .await
-            .map_err(|e| {
-                CallError::new(ErrorCode::AdapterError, known.scrub_owned(&e.to_string()))
-            })?;
+        let process = |result| {
+            let (pipeline, known, agent) = (pipeline.clone(), known.clone(), options.agent.clone());
+            async move {
+                pipeline
+                    .process_then(result, &known, move |processed| {
+                        let text = convert::result_text(&processed.result);
+                        let prepared = results::prepare(
+                            Some(&agent),
+                            text,
+                            !processed.marks.is_empty(),
+                            preview_limit,
+                        );
+                        let mcp = convert::result_to_mcp(&processed.result);
+                        (processed, prepared, mcp)
+                    })
+                    .await
+                    .map_err(|e| {
+                        CallError::new(ErrorCode::AdapterError, known.scrub_owned(&e.to_string()))
+                    })
+            }
+        };
+        let mut done = process(result).await?;
+        // The redacted result may be withheld or replaced; a replacement is converted
+        // and redacted like any result before it leaves.
+        if let Some(call) = &policy_call
+            && let Some(replacement) = inner
+                .enforce_result_policy(&pipeline, call, &done.0.result, &known)
+                .await?
+        {
+            done = process(replacement).await?;
+        }
+        let (processed, prepared, mcp) = done;
         let redactions: Vec<Redaction> = processed.marks.into_iter().map(Redaction::from).collect();
         let (retained, preview) = inner.results.keep(&entry.service, prepared).await;
         let Value::Object(mut mcp) = mcp else {

@@ -14,6 +14,7 @@ mod access;
 mod calls;
 mod egress;
 mod listings;
+mod policy;
 mod report;
 mod sessions;
 mod start;
@@ -26,6 +27,7 @@ use tokio::sync::broadcast;
 
 pub use access::{AccessCheck, AccessMode, AccessOptions, AccessRefused, AccessRequest};
 pub use calls::{CallOptions, CallOutput, Redaction, call_json};
+pub use policy::{ApprovalRequest, Approver};
 pub use report::{ServiceReport, ServiceStatus, TestReport};
 pub use start::StartError;
 
@@ -44,7 +46,7 @@ pub const DEFAULT_AGENT: &str = "default";
 pub const DEFAULT_MAX_SESSIONS: usize = 64;
 
 /// How to run an [`Airlock`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AirlockOptions {
     /// Where Airlock keeps its state (created if missing).
     pub data_dir: PathBuf,
@@ -60,6 +62,22 @@ pub struct AirlockOptions {
     /// Where compiled plugins are cached, when not `<data_dir>/plugin-cache` (a folder
     /// several data directories may share).
     pub plugin_cache: Option<PathBuf>,
+    /// Answers the questions policies ask a person; without one, such calls are denied.
+    pub approver: Option<Arc<dyn Approver>>,
+}
+
+impl std::fmt::Debug for AirlockOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AirlockOptions")
+            .field("data_dir", &self.data_dir)
+            .field("roots", &self.roots)
+            .field("result_limits", &self.result_limits)
+            .field("max_sessions", &self.max_sessions)
+            .field("access", &self.access)
+            .field("plugin_cache", &self.plugin_cache)
+            .field("approver", &self.approver.is_some())
+            .finish()
+    }
 }
 
 impl AirlockOptions {
@@ -72,6 +90,7 @@ impl AirlockOptions {
             max_sessions: DEFAULT_MAX_SESSIONS,
             access: AccessOptions::default(),
             plugin_cache: None,
+            approver: None,
         }
     }
 }
@@ -134,6 +153,7 @@ pub(crate) struct Inner {
     roots: RwLock<HashMap<String, Vec<String>>>,
     default_roots: Vec<String>,
     access: AccessOptions,
+    approver: Option<Arc<dyn Approver>>,
     agent_clients: RwLock<HashMap<String, Arc<AgentLink>>>,
     log_levels: RwLock<HashMap<String, String>>,
 }

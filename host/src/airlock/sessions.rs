@@ -148,7 +148,7 @@ impl Inner {
             .clone()
     }
 
-    fn agent_roots(&self, agent: &str) -> Vec<String> {
+    pub(super) fn agent_roots(&self, agent: &str) -> Vec<String> {
         self.roots
             .read()
             .expect("roots lock poisoned")

@@ -214,6 +214,7 @@ impl Airlock {
                 roots: RwLock::new(HashMap::new()),
                 default_roots: options.roots,
                 access: options.access,
+                approver: options.approver,
                 agent_clients: RwLock::new(HashMap::new()),
                 log_levels: RwLock::new(HashMap::new()),
             }),

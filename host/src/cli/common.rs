@@ -1,6 +1,7 @@
 //! Set-up shared by the commands: the data directory, config discovery and loading,
 //! the registry-backed servers, Airlock options and start-up.
 
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 
 use super::Cli;
@@ -59,7 +60,28 @@ pub(super) async fn start(cli: &Cli, config: Config, compact: bool) -> Result<Ai
     if compact {
         options.result_limits.preview = COMPACT_PREVIEW;
     }
+    // A policy's question becomes a prompt when a person is at the terminal; otherwise
+    // the call is denied with the question in the message.
+    if std::io::stdin().is_terminal() {
+        options.approver = Some(std::sync::Arc::new(prompt));
+    }
     Airlock::start(config, options)
         .await
         .map_err(|e| e.to_string())
+}
+
+/// Asks the person at the terminal (on stderr, reading stdin) whether a call may run.
+fn prompt(request: &crate::ApprovalRequest) -> bool {
+    let mut err = std::io::stderr().lock();
+    let _ = write!(
+        err,
+        "\n{}\n  tool {} on service {} (policy {}, rule {})\nAllow this call? [y/N] ",
+        request.question, request.raw_tool, request.service, request.plugin, request.rule
+    );
+    let _ = err.flush();
+    let mut answer = String::new();
+    if std::io::stdin().lock().read_line(&mut answer).is_err() {
+        return false;
+    }
+    matches!(answer.trim(), "y" | "Y" | "yes" | "Yes")
 }

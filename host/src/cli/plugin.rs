@@ -23,7 +23,7 @@ pub enum PluginCommand {
     Run {
         /// A `.wasm` file or `builtin:NAME`.
         plugin: String,
-        /// naming, content or redaction.
+        /// naming, content, redaction or policy.
         #[arg(long)]
         stage: String,
         /// The input JSON file (`-` for stdin).
@@ -32,6 +32,11 @@ pub enum PluginCommand {
         /// The plugin's configuration, a JSON object.
         #[arg(long, default_value = "{}")]
         plugin_config: String,
+        /// A golden file: the output this run must produce (a failure's output is
+        /// `{"ok": false, "error": "adapter_error", "message": …}`). Differences are
+        /// listed by JSON pointer and the exit status is 1.
+        #[arg(long, value_name = "FILE")]
+        expect: Option<PathBuf>,
     },
 }
 
@@ -40,8 +45,9 @@ fn parse_stage(text: &str) -> Result<Stage, String> {
         "naming" => Ok(Stage::Naming),
         "content" => Ok(Stage::Content),
         "redaction" => Ok(Stage::Redaction),
+        "policy" => Ok(Stage::Policy),
         other => Err(format!(
-            "--stage must be naming, content or redaction, got \"{other}\""
+            "--stage must be naming, content, redaction or policy, got \"{other}\""
         )),
     }
 }
@@ -79,16 +85,40 @@ pub async fn run(cli: &Cli, command: &PluginCommand) -> Result<ExitCode, String>
                     if cli.json {
                         println!(
                             "{}",
-                            json!({"ok": true, "plugin": loaded.reference, "name": loaded.info.name, "version": loaded.info.version, "stages": stages, "contract": plugin::SUPPORTED_CONTRACT})
+                            json!({
+                                "ok": true,
+                                "plugin": loaded.reference,
+                                "name": loaded.info.name,
+                                "version": loaded.info.version,
+                                "stages": stages,
+                                "contract": loaded.contract,
+                                "supported": plugin::SUPPORTED_CONTRACT,
+                                "imports": loaded.imports,
+                                "size": loaded.size,
+                                "sha256": loaded.sha256,
+                            })
                         );
                     } else {
                         println!(
-                            "{}: plugin \"{}\" {} — stages: {}",
-                            loaded.reference,
-                            loaded.info.name,
-                            loaded.info.version,
-                            stages.join(", ")
+                            "{}: loads. Plugin \"{}\" {}",
+                            loaded.reference, loaded.info.name, loaded.info.version
                         );
+                        println!(
+                            "  contract  airlock:adapter@{} (this host loads {})",
+                            loaded.contract,
+                            plugin::SUPPORTED_CONTRACT
+                        );
+                        println!("  stages    {}", stages.join(", "));
+                        println!(
+                            "  imports   {}",
+                            if loaded.imports.is_empty() {
+                                "none".to_string()
+                            } else {
+                                loaded.imports.join(", ")
+                            }
+                        );
+                        println!("  size      {} bytes", loaded.size);
+                        println!("  sha256    {}", loaded.sha256);
                     }
                     Ok(ExitCode::SUCCESS)
                 }
@@ -110,6 +140,7 @@ pub async fn run(cli: &Cli, command: &PluginCommand) -> Result<ExitCode, String>
             stage,
             input,
             plugin_config,
+            expect,
         } => {
             let stage = parse_stage(stage)?;
             let reference = PluginRef::parse(plugin, &cwd)?;
@@ -118,6 +149,18 @@ pub async fn run(cli: &Cli, command: &PluginCommand) -> Result<ExitCode, String>
             let input = read_input(input)?;
             let rt = runtime(cli)?;
             let outcome = replay(&rt, &reference, stage, &config, &input).await;
+            if let Some(golden) = expect {
+                let expected = read_input(golden)?;
+                let actual = match outcome {
+                    Ok(out) => out,
+                    Err(message) => {
+                        json!({"ok": false, "error": "adapter_error", "message": message})
+                    }
+                };
+                let mut differences = Vec::new();
+                differ("", &expected, &actual, &mut differences);
+                return Ok(report_expectation(cli, golden, &actual, &differences));
+            }
             match outcome {
                 Ok(out) => {
                     println!("{}", serde_json::to_string_pretty(&out).expect("json"));
@@ -139,10 +182,94 @@ pub async fn run(cli: &Cli, command: &PluginCommand) -> Result<ExitCode, String>
     }
 }
 
+/// The JSON pointers at which `actual` differs from `expected`, with both values.
+fn differ(at: &str, expected: &Value, actual: &Value, out: &mut Vec<(String, Value, Value)>) {
+    match (expected, actual) {
+        (Value::Object(e), Value::Object(a)) => {
+            let keys: std::collections::BTreeSet<&String> = e.keys().chain(a.keys()).collect();
+            for k in keys {
+                let path = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
+                match (e.get(k), a.get(k)) {
+                    (Some(ev), Some(av)) => differ(&path, ev, av, out),
+                    (ev, av) => out.push((
+                        path,
+                        ev.cloned().unwrap_or(Value::Null),
+                        av.cloned().unwrap_or(Value::Null),
+                    )),
+                }
+            }
+        }
+        (Value::Array(e), Value::Array(a)) if e.len() == a.len() => {
+            for (i, (ev, av)) in e.iter().zip(a).enumerate() {
+                differ(&format!("{at}/{i}"), ev, av, out);
+            }
+        }
+        _ if expected == actual => {}
+        _ => out.push((at.to_string(), expected.clone(), actual.clone())),
+    }
+}
+
+/// Prints whether a replay matched its golden file; exit status 0 when it did.
+fn report_expectation(
+    cli: &Cli,
+    golden: &Path,
+    actual: &Value,
+    differences: &[(String, Value, Value)],
+) -> ExitCode {
+    let shown = |v: &Value| {
+        let text = v.to_string();
+        match text.char_indices().nth(200) {
+            Some((cut, _)) => format!("{}…", &text[..cut]),
+            None => text,
+        }
+    };
+    if cli.json {
+        let listed: Vec<Value> = differences
+            .iter()
+            .map(|(at, e, a)| json!({"at": at, "expected": e, "actual": a}))
+            .collect();
+        println!(
+            "{}",
+            json!({"ok": differences.is_empty(), "expect": golden.display().to_string(), "differences": listed, "output": actual})
+        );
+    } else if differences.is_empty() {
+        println!("ok: the output matches {}", golden.display());
+    } else {
+        eprintln!(
+            "the output differs from {} at {} place(s):",
+            golden.display(),
+            differences.len()
+        );
+        for (at, e, a) in differences.iter().take(20) {
+            let at = if at.is_empty() {
+                "(the whole output)"
+            } else {
+                at
+            };
+            eprintln!(
+                "  {at}\n    expected {}\n    actual   {}",
+                shown(e),
+                shown(a)
+            );
+        }
+        if differences.len() > 20 {
+            eprintln!("  … and {} more", differences.len() - 20);
+        }
+    }
+    if differences.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
 /// Runs one stage offline. Inputs:
 /// - naming: `{"service": {"id", "label"?, "description"?}, "tools": [MCP tools], "taken"?: [..]}`
 /// - content: an MCP `CallToolResult`
 /// - redaction: `{"result": CallToolResult, "secrets": [{"name", "value"}]}`
+/// - policy: `{"call": {"tool", "arguments", "annotations"?, "service"?, "agent"?, "roots"?},
+///   "result"?: CallToolResult}`: the decisions on the call (and on the result, when
+///   given)
 pub async fn replay(
     rt: &std::sync::Arc<PluginRuntime>,
     reference: &PluginRef,
@@ -223,5 +350,74 @@ pub async fn replay(
                 "marks": out.marks.iter().map(|m| json!({"location": m.location, "rule": m.rule, "count": m.count})).collect::<Vec<_>>(),
             }))
         }
+        Stage::Policy => replay_policy(bound, input).await,
     }
+}
+
+/// Replays a policy on a recorded call (and result): every decision, and the verdict.
+async fn replay_policy(
+    bound: std::sync::Arc<plugin::StageInstance>,
+    input: &Value,
+) -> Result<Value, String> {
+    let c = &input["call"];
+    let text = |key: &str, default: &str| c[key].as_str().unwrap_or(default).to_string();
+    let tool = c["tool"]
+        .as_str()
+        .ok_or("input.call.tool (the server's tool name) is required")?;
+    if !c["arguments"].is_object() && !c["arguments"].is_null() {
+        return Err("input.call.arguments must be a JSON object".into());
+    }
+    let call = plugin::Call {
+        agent: text("agent", crate::DEFAULT_AGENT),
+        service: text("service", "replay"),
+        tool: text("qualified_tool", tool),
+        raw_tool: tool.to_string(),
+        arguments: if c["arguments"].is_null() {
+            "{}".into()
+        } else {
+            c["arguments"].to_string()
+        },
+        annotations: c
+            .get("annotations")
+            .filter(|a| !a.is_null())
+            .map(Value::to_string),
+        roots: c["roots"]
+            .as_array()
+            .map(|r| {
+                r.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    let chain = plugin::PolicyChain::single(bound);
+    let known = crate::secrets::KnownSecrets::new();
+    let mut records = Vec::new();
+    let verdict = match chain.check_call(&call, 0, &known, &mut records).await {
+        plugin::CallVerdict::Run(arguments) => json!({
+            "run": true,
+            "arguments": serde_json::from_str::<Value>(&arguments).unwrap_or(Value::Null),
+        }),
+        plugin::CallVerdict::Denied(message) => json!({"run": false, "denied": message}),
+        plugin::CallVerdict::Ask { question, .. } => json!({"run": false, "ask": question}),
+    };
+    let mut out = json!({"decisions": records, "verdict": verdict});
+    if let Some(result) = input.get("result").filter(|r| !r.is_null()) {
+        let mut records = Vec::new();
+        let outcome = chain
+            .check_result(
+                &call,
+                &convert::result_from_mcp(result),
+                &known,
+                &mut records,
+            )
+            .await;
+        out["result_decisions"] = json!(records);
+        out["result_verdict"] = match outcome {
+            plugin::ResultOutcome::Release => json!({"release": true}),
+            plugin::ResultOutcome::Withheld(message) => json!({"withheld": message}),
+            plugin::ResultOutcome::Replaced(r) => json!({"replaced": convert::result_to_mcp(&r)}),
+        };
+    }
+    Ok(out)
 }

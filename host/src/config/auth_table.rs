@@ -50,18 +50,9 @@ pub(super) fn parse_auth_table(table: &Map<String, Value>) -> Result<Auth, Strin
             client_metadata_url: field("client_metadata_url")?,
             scopes,
         };
-        if client.client_secret.is_some() && client.client_id.is_none() {
-            return Err("\"auth.client_secret\" needs \"auth.client_id\"".into());
-        }
-        if let Some(url) = &client.client_metadata_url
-            && !url.starts_with("https://")
-            && !url.starts_with("${")
-        {
-            return Err(format!(
-                "\"auth.client_metadata_url\" must be an https:// URL (the client ID metadata document), got {url:?}"
-            ));
-        }
-        return Ok(Auth::OAuth(client));
+        let auth = Auth::OAuth(client);
+        auth.validate()?;
+        return Ok(auth);
     }
     let client_id =
         field("client_id")?.ok_or("\"auth.client_id\" is required for client credentials")?;
@@ -80,9 +71,11 @@ pub(super) fn parse_auth_table(table: &Map<String, Value>) -> Result<Auth, Strin
             );
         }
     };
-    Ok(Auth::ClientCredentials(ClientCredentials {
+    let auth = Auth::ClientCredentials(ClientCredentials {
         client_id,
         key,
         scopes,
-    }))
+    });
+    auth.validate()?;
+    Ok(auth)
 }

@@ -4,6 +4,7 @@
 //!
 //! Layer 1 (config). May import: `secrets`, `digest`.
 
+mod adapters;
 mod auth_table;
 mod expand;
 mod parse;
@@ -19,7 +20,7 @@ use serde_json::Value;
 pub use expand::expand_vars;
 pub use source::{Scope, Source, UnknownScope};
 pub use transport::{
-    Auth, ClientCredentials, ClientKey, MaskedDebug, OAuthClient, TaggedValue, Transport,
+    Auth, AuthKind, ClientCredentials, ClientKey, MaskedDebug, OAuthClient, TaggedValue, Transport,
     TransportConfig,
 };
 
@@ -70,6 +71,14 @@ pub enum PluginRef {
     Builtin(String),
     /// A `.wasm` component on disk (relative paths resolve against the config file).
     File(PathBuf),
+    /// A plugin pinned by the SHA-256 of its bytes (`{ path = "…", sha256 = "…" }`):
+    /// other bytes are refused at load, with both digests in the message.
+    Pinned {
+        /// The plugin (a builtin or a file).
+        plugin: Box<PluginRef>,
+        /// The expected digest, 64 lowercase hex digits.
+        sha256: String,
+    },
 }
 
 impl std::fmt::Display for PluginRef {
@@ -77,6 +86,7 @@ impl std::fmt::Display for PluginRef {
         match self {
             PluginRef::Builtin(name) => write!(f, "builtin:{name}"),
             PluginRef::File(path) => write!(f, "{}", path.display()),
+            PluginRef::Pinned { plugin, .. } => plugin.fmt(f),
         }
     }
 }
@@ -102,6 +112,19 @@ impl PluginRef {
             base.join(path)
         }))
     }
+
+    /// The same plugin pinned to `sha256` (64 hex digits, either case).
+    pub fn pinned(self, sha256: &str) -> Result<Self, String> {
+        if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!(
+                "\"sha256\" must be 64 hex digits (as `airlock plugin check` prints), got {sha256:?}"
+            ));
+        }
+        Ok(PluginRef::Pinned {
+            plugin: Box::new(self),
+            sha256: sha256.to_ascii_lowercase(),
+        })
+    }
 }
 
 /// The plugins chosen for one service.
@@ -113,6 +136,8 @@ pub struct Adapters {
     pub content: PluginRef,
     /// The redaction chain, applied in order.
     pub redaction: Vec<PluginRef>,
+    /// The policy chain, consulted in order (empty: every call may run).
+    pub policy: Vec<PluginRef>,
 }
 
 impl Default for Adapters {
@@ -122,6 +147,7 @@ impl Default for Adapters {
             naming: standard.clone(),
             content: standard.clone(),
             redaction: vec![standard],
+            policy: Vec::new(),
         }
     }
 }
@@ -135,6 +161,41 @@ pub struct AdapterConfig {
     pub content: Value,
     /// For each redaction plugin, by position in the chain.
     pub redaction: Vec<Value>,
+    /// For each policy plugin, by position in the chain.
+    pub policy: Vec<PolicySettings>,
+}
+
+/// How one policy of the chain is applied, and its plugin's configuration.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PolicySettings {
+    /// Enforce its decisions, or only record them.
+    pub mode: PolicyMode,
+    /// What a failure of the plugin (an error, a trap, a deadline) means.
+    pub on_failure: OnFailure,
+    /// The plugin's own configuration (its table without `mode` and `on_failure`).
+    pub config: Value,
+}
+
+/// Whether a policy's decisions are enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyMode {
+    /// Denials deny, rewrites rewrite, asks ask.
+    #[default]
+    Enforce,
+    /// Decisions are logged and sent as events; every call runs as it came.
+    Audit,
+}
+
+/// What a policy plugin's failure means for the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnFailure {
+    /// The call is denied (the default).
+    #[default]
+    Closed,
+    /// The failure is logged and the call goes on.
+    Open,
 }
 
 /// One configured MCP server.

@@ -7,9 +7,8 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::{
-    AdapterConfig, Adapters, ConfigError, DEFAULT_CANCEL_GRACE, DEFAULT_STARTUP_TIMEOUT,
-    DEFAULT_TOOL_TIMEOUT, PluginRef, SandboxLimits, ServerConfig, ServerEntry, Source, Transport,
-    expand_vars,
+    ConfigError, DEFAULT_CANCEL_GRACE, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT,
+    SandboxLimits, ServerConfig, ServerEntry, Source, Transport, expand_vars,
 };
 use crate::config::Auth;
 use crate::secrets::{KnownSecrets, looks_like_credential};
@@ -44,7 +43,7 @@ const SERVER_KEYS: &[&str] = &[
     "adapter_config",
 ];
 
-fn kind(v: &Value) -> &'static str {
+pub(super) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -366,9 +365,11 @@ impl ServerEntry {
             ))),
         };
         let base = source.base_dir();
-        let adapters = parse_adapters(self.adapters.as_ref(), base).map_err(err)?;
+        let adapters =
+            super::adapters::parse_adapters(self.adapters.as_ref(), base).map_err(err)?;
         let adapter_config =
-            parse_adapter_config(self.adapter_config.as_ref(), &adapters).map_err(err)?;
+            super::adapters::parse_adapter_config(self.adapter_config.as_ref(), &adapters)
+                .map_err(err)?;
         Ok(ServerConfig {
             name: name.to_string(),
             source: source.clone(),
@@ -399,99 +400,6 @@ impl ServerEntry {
             referenced_secrets: referenced.take().into_iter().collect::<KnownSecrets>(),
         })
     }
-}
-
-fn parse_adapters(value: Option<&Value>, base: &Path) -> Result<Adapters, String> {
-    let mut adapters = Adapters::default();
-    let Some(value) = value else {
-        return Ok(adapters);
-    };
-    let Value::Object(map) = value else {
-        return Err(format!("\"adapters\" must be a table, got {}", kind(value)));
-    };
-    for (stage, v) in map {
-        let one = |v: &Value, at: &str| match v {
-            Value::String(s) => PluginRef::parse(s, base).map_err(|m| format!("\"{at}\": {m}")),
-            other => Err(format!("\"{at}\" must be a string, got {}", kind(other))),
-        };
-        match stage.as_str() {
-            "naming" => adapters.naming = one(v, "adapters.naming")?,
-            "content" => adapters.content = one(v, "adapters.content")?,
-            "redaction" => {
-                adapters.redaction = match v {
-                    Value::Array(items) if items.is_empty() => {
-                        return Err("\"adapters.redaction\" must name at least one plugin; redaction cannot be turned off".into());
-                    }
-                    Value::Array(items) => items
-                        .iter()
-                        .enumerate()
-                        .map(|(i, item)| one(item, &format!("adapters.redaction[{i}]")))
-                        .collect::<Result<_, _>>()?,
-                    other => vec![one(other, "adapters.redaction")?],
-                }
-            }
-            other => {
-                return Err(format!(
-                    "unknown stage \"adapters.{other}\" (expected naming, content, redaction)"
-                ));
-            }
-        }
-    }
-    Ok(adapters)
-}
-
-fn parse_adapter_config(
-    value: Option<&Value>,
-    adapters: &Adapters,
-) -> Result<AdapterConfig, String> {
-    let empty = || Value::Object(Map::new());
-    let mut config = AdapterConfig {
-        naming: empty(),
-        content: empty(),
-        redaction: vec![empty(); adapters.redaction.len()],
-    };
-    let Some(value) = value else {
-        return Ok(config);
-    };
-    let Value::Object(map) = value else {
-        return Err(format!(
-            "\"adapter_config\" must be a table, got {}",
-            kind(value)
-        ));
-    };
-    for (stage, v) in map {
-        let table = |v: &Value, at: &str| match v {
-            Value::Object(_) => Ok(v.clone()),
-            other => Err(format!("\"{at}\" must be a table, got {}", kind(other))),
-        };
-        match stage.as_str() {
-            "naming" => config.naming = table(v, "adapter_config.naming")?,
-            "content" => config.content = table(v, "adapter_config.content")?,
-            // One table for the first plugin of the chain, or an array by position.
-            "redaction" => match v {
-                Value::Array(items) => {
-                    if items.len() > adapters.redaction.len() {
-                        return Err(format!(
-                            "\"adapter_config.redaction\" has {} tables but the chain has {} plugins",
-                            items.len(),
-                            adapters.redaction.len()
-                        ));
-                    }
-                    for (i, item) in items.iter().enumerate() {
-                        config.redaction[i] =
-                            table(item, &format!("adapter_config.redaction[{i}]"))?;
-                    }
-                }
-                other => config.redaction[0] = table(other, "adapter_config.redaction")?,
-            },
-            other => {
-                return Err(format!(
-                    "unknown stage \"adapter_config.{other}\" (expected naming, content, redaction)"
-                ));
-            }
-        }
-    }
-    Ok(config)
 }
 
 fn string_list(items: &[Value]) -> Result<Vec<String>, usize> {

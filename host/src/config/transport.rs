@@ -56,6 +56,29 @@ pub enum Auth {
     ClientCredentials(ClientCredentials),
 }
 
+/// The kind of an [`Auth`], as the string form and `--auth` name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthKind {
+    /// Headers only (`none`).
+    None,
+    /// The authorization-code flow (`oauth`).
+    OAuth,
+    /// Client credentials (`client_credentials`).
+    ClientCredentials,
+}
+
+impl AuthKind {
+    /// Parses `none`, `oauth` or `client_credentials`.
+    pub fn parse(text: &str) -> Option<AuthKind> {
+        match text {
+            "none" => Some(AuthKind::None),
+            "oauth" => Some(AuthKind::OAuth),
+            "client_credentials" => Some(AuthKind::ClientCredentials),
+            _ => None,
+        }
+    }
+}
+
 /// Which client the authorization-code flow uses. All empty: dynamic registration.
 #[derive(Clone, PartialEq, Eq, Hash, Default)]
 pub struct OAuthClient {
@@ -154,6 +177,70 @@ impl Auth {
             }
         }
         found
+    }
+
+    /// Which kind of auth this is.
+    pub fn kind(&self) -> AuthKind {
+        match self {
+            Auth::None => AuthKind::None,
+            Auth::OAuth(_) => AuthKind::OAuth,
+            Auth::ClientCredentials(_) => AuthKind::ClientCredentials,
+        }
+    }
+
+    /// The same auth with each secret field (`client_secret`, `private_key`; given by
+    /// bare field name) passed through `f`. Other fields are kept as they are.
+    pub fn try_map_secrets<E>(
+        self,
+        mut f: impl FnMut(&'static str, String) -> Result<String, E>,
+    ) -> Result<Auth, E> {
+        Ok(match self {
+            Auth::None => Auth::None,
+            Auth::OAuth(mut c) => {
+                c.client_secret = c.client_secret.map(|v| f("client_secret", v)).transpose()?;
+                Auth::OAuth(c)
+            }
+            Auth::ClientCredentials(mut cc) => {
+                cc.key = match cc.key {
+                    ClientKey::Secret(v) => ClientKey::Secret(f("client_secret", v)?),
+                    ClientKey::PrivateKey(v) => ClientKey::PrivateKey(f("private_key", v)?),
+                };
+                Auth::ClientCredentials(cc)
+            }
+        })
+    }
+
+    /// Checks the rules a table must follow wherever it comes from (a config file, the
+    /// CLI, an import): a client secret needs a client id, a metadata document URL is
+    /// `https://` (or a `${VAR}` still to be expanded), a client-credentials client has
+    /// an id and a key. The message names the config field.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            Auth::None => Ok(()),
+            Auth::OAuth(client) => {
+                if client.client_secret.is_some() && client.client_id.is_none() {
+                    return Err("\"auth.client_secret\" needs \"auth.client_id\"".into());
+                }
+                if let Some(url) = &client.client_metadata_url
+                    && !url.starts_with("https://")
+                    && !url.starts_with("${")
+                {
+                    return Err(format!(
+                        "\"auth.client_metadata_url\" must be an https:// URL (the client ID metadata document), got {url:?}"
+                    ));
+                }
+                Ok(())
+            }
+            Auth::ClientCredentials(cc) => {
+                if cc.client_id.is_empty() {
+                    return Err("\"auth.client_id\" is required for client credentials".into());
+                }
+                if cc.key.value().is_empty() {
+                    return Err(format!("\"auth.{}\" is empty", cc.key.field()));
+                }
+                Ok(())
+            }
+        }
     }
 
     /// The same auth with every string field passed through `f` (given its field name).

@@ -35,6 +35,7 @@
 //!
 //! Layer 6 (operator). May import: `config`, `secrets`.
 
+mod auth;
 mod clients;
 mod credentials;
 mod jsonc;
@@ -142,7 +143,8 @@ pub type ImportedValue = crate::config::TaggedValue;
 /// How Airlock would reach an imported server: a local process (command and args keep
 /// references to set variables as `${VAR}`, typed credentials are `REDACTED`; env values
 /// resolved), or a remote server over streamable HTTP, SSE sources included (the url
-/// likewise; only non-secret headers, resolved — secret headers are never imported).
+/// likewise; only non-secret headers, resolved — secret headers are never imported —
+/// and the source's OAuth client without its secret).
 pub type ImportedTransport = crate::config::Transport<ImportedValue>;
 
 /// One server found in another client's file.

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use super::auth::imported_auth;
 use super::clients::RawEntry;
 use super::credentials::{REDACTED, scrub_args, scrub_url};
 use super::parse::kind;
@@ -33,6 +34,8 @@ const KNOWN_FIELDS: &[&str] = &[
     "tool_timeout_sec",
     "bearer_token_env_var",
     "envFile",
+    "oauth",
+    "auth",
 ];
 
 /// Where a server is reached, as declared by the entry.
@@ -97,10 +100,21 @@ pub(super) fn normalize(
             (transport, cwd, false)
         }
         Endpoint::Url(url) => {
-            let (transport, withheld) = http(&mut r, name, url, &fields)?;
-            (transport, None, withheld)
+            let (mut transport, withheld) = http(&mut r, name, url, &fields)?;
+            let (imported, auth_withheld) = imported_auth(&mut r, name, map)?;
+            if let ImportedTransport::Http { auth, .. } = &mut transport {
+                *auth = imported;
+            }
+            (transport, None, withheld || auth_withheld)
         }
     };
+    if matches!(endpoint, Endpoint::Command(_))
+        && let Some(field) = ["oauth", "auth"].into_iter().find(|f| map.contains_key(*f))
+    {
+        r.notes.push(format!(
+            "\"{field}\" only applies to remote servers and was not imported"
+        ));
+    }
 
     Ok(Candidate {
         name: name.to_string(),

@@ -155,18 +155,28 @@ pub(super) async fn discover(
     let mut manager = AuthorizationManager::new(url)
         .await
         .map_err(|e| auth_flow(service, "discovery", &e))?;
-    let resolution = manager
-        .resolve_metadata_from_challenge(challenge)
-        .await
-        .map_err(|e| auth_flow(service, "discovery", &e))?;
-    if !resolution.source.is_discovered() {
-        tracing::info!(
-            service = %service,
-            "OAuth: the server publishes no metadata; using the default endpoints"
-        );
-    }
-    let metadata = resolution.metadata.clone();
-    manager.set_metadata(resolution.metadata);
+    let metadata = match manager.resolve_metadata_from_challenge(challenge).await {
+        Ok(resolution) => {
+            if !resolution.source.is_discovered() {
+                tracing::info!(
+                    service = %service,
+                    "OAuth: the server publishes no metadata; using the default endpoints"
+                );
+            }
+            resolution.metadata
+        }
+        Err(e) => match super::legacy::legacy_metadata(url, &e).await {
+            Some(metadata) => {
+                tracing::info!(
+                    service = %service,
+                    "OAuth: a 2025-03-26 server's metadata names an issuer under its origin; taking it as named"
+                );
+                metadata
+            }
+            None => return Err(auth_flow(service, "discovery", &e)),
+        },
+    };
+    manager.set_metadata(metadata.clone());
     Ok((manager, metadata))
 }
 

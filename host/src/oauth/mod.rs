@@ -29,6 +29,7 @@
 
 mod callback;
 mod flow;
+mod legacy;
 mod machine;
 mod store;
 

@@ -12,6 +12,7 @@ pub const BUILTIN_PLUGINS: &[(&str, &[u8])] = &[
         "text-only",
         include_bytes!("../../assets/plugins/text-only.wasm"),
     ),
+    ("policy", include_bytes!("../../assets/plugins/policy.wasm")),
 ];
 
 /// The bytes of the bundled plugin `name`, if there is one.

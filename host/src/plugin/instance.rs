@@ -5,9 +5,8 @@
 use std::sync::{Arc, Mutex};
 
 use wasmtime::Store;
-use wasmtime::component::Instance;
 
-use super::bindings::exports::airlock::adapter as guest;
+use super::api::Exports;
 use super::runtime::{LoadedPlugin, PluginRuntime};
 use super::state::{
     PluginState, classify, deadline_ticks, new_store, scaled_deadline, scaled_memory,
@@ -20,74 +19,6 @@ use crate::secrets::KnownSecrets;
 pub(super) struct Live {
     store: Store<PluginState>,
     exports: Exports,
-}
-
-/// The typed functions of the one stage an instance serves.
-pub(super) enum Exports {
-    /// `naming.namespace` and `naming.qualify`.
-    Naming(guest::naming::Guest),
-    /// `content.convert`.
-    Content(guest::content::Guest),
-    /// `redaction.redact`.
-    Redaction(guest::redaction::Guest),
-}
-
-impl Exports {
-    fn load(
-        plugin: &LoadedPlugin,
-        stage: Stage,
-        store: &mut Store<PluginState>,
-        instance: &Instance,
-    ) -> wasmtime::Result<Exports> {
-        const CHECKED: &str = "the stage's export is checked at bind";
-        Ok(match stage {
-            Stage::Naming => Exports::Naming(
-                plugin
-                    .naming_api
-                    .as_ref()
-                    .expect(CHECKED)
-                    .load(store, instance)?,
-            ),
-            Stage::Content => Exports::Content(
-                plugin
-                    .content_api
-                    .as_ref()
-                    .expect(CHECKED)
-                    .load(store, instance)?,
-            ),
-            Stage::Redaction => Exports::Redaction(
-                plugin
-                    .redaction_api
-                    .as_ref()
-                    .expect(CHECKED)
-                    .load(store, instance)?,
-            ),
-        })
-    }
-
-    /// The naming exports (the binding's stage is naming).
-    pub(super) fn naming(&self) -> &guest::naming::Guest {
-        match self {
-            Exports::Naming(api) => api,
-            _ => unreachable!("a naming call on a non-naming binding"),
-        }
-    }
-
-    /// The content export (the binding's stage is content).
-    pub(super) fn content(&self) -> &guest::content::Guest {
-        match self {
-            Exports::Content(api) => api,
-            _ => unreachable!("a content call on a non-content binding"),
-        }
-    }
-
-    /// The redaction export (the binding's stage is redaction).
-    pub(super) fn redaction(&self) -> &guest::redaction::Guest {
-        match self {
-            Exports::Redaction(api) => api,
-            _ => unreachable!("a redaction call on a non-redaction binding"),
-        }
-    }
 }
 
 /// One plugin bound to one stage of one service, with a pool of warm instances.
@@ -153,14 +84,11 @@ impl StageInstance {
             .pre
             .instantiate(&mut store)
             .map_err(|e| classify(name, self.stage, e, &store))?;
-        let api = self
-            .plugin
-            .plugin_api
-            .load(&mut store, &instance)
-            .map_err(|e| classify(name, self.stage, e, &store))?;
-        match api.call_init(&mut store, self.stage, &self.config) {
+        let api = &self.plugin.api;
+        match api.init(&mut store, &instance, self.stage, &self.config) {
             Ok(Ok(())) => {
-                let exports = Exports::load(&self.plugin, self.stage, &mut store, &instance)
+                let exports = api
+                    .stage_exports(&mut store, &instance, self.stage)
                     .map_err(|e| classify(name, self.stage, e, &store))?;
                 Ok(Live { store, exports })
             }

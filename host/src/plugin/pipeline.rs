@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use super::policy::{PolicyChain, PolicyLink};
 use super::{
     NamedTool, PluginError, RedactionMark, Secret, ServiceInfo, StageInstance, Tool, ToolResult,
 };
@@ -24,6 +25,7 @@ pub struct ServicePipeline {
     naming: Arc<StageInstance>,
     content: Arc<StageInstance>,
     redaction: Vec<Arc<StageInstance>>,
+    policy: PolicyChain,
 }
 
 impl ServicePipeline {
@@ -55,11 +57,34 @@ impl ServicePipeline {
                 runtime.bind(runtime.load(reference)?, Stage::Redaction, service, cfg)
             })
             .collect::<Result<_, _>>()?;
+        let policy = adapters
+            .policy
+            .iter()
+            .zip(&config.policy)
+            .map(|(reference, settings)| {
+                Ok(PolicyLink {
+                    stage: runtime.bind(
+                        runtime.load(reference)?,
+                        Stage::Policy,
+                        service,
+                        &settings.config,
+                    )?,
+                    mode: settings.mode,
+                    on_failure: settings.on_failure,
+                })
+            })
+            .collect::<Result<_, PluginError>>()?;
         Ok(ServicePipeline {
             naming,
             content,
             redaction,
+            policy: PolicyChain::new(policy),
         })
+    }
+
+    /// The service's policy chain (empty when it has none).
+    pub fn policy(&self) -> &PolicyChain {
+        &self.policy
     }
 
     /// Asks the naming plugin for the service's namespace (called once per service).
@@ -210,7 +235,7 @@ pub async fn namespace(
     let stage = stage.clone();
     blocking(move || {
         let ns = stage.call(0, &KnownSecrets::new(), |store, api| {
-            api.naming().call_namespace(store, &service, &taken)
+            api.namespace(store, &service, &taken)
         })?;
         if ns.is_empty() || ns.len() > 64 || taken.contains(&ns) {
             return Err(stage.contract_error(format!(
@@ -249,7 +274,7 @@ pub fn qualify_now(
         })
         .sum();
     let named = stage.call(tools_bytes, &KnownSecrets::new(), |store, api| {
-        api.naming().call_qualify(store, service, namespace, tools)
+        api.qualify(store, service, namespace, tools)
     })?;
     if named.len() != tools.len() {
         return Err(stage.contract_error(format!(
@@ -297,7 +322,7 @@ pub fn convert_now(
 ) -> Result<ToolResult, PluginError> {
     let is_error = result.is_error;
     let mut converted = stage.call(approx_size(&result), scrub, |store, api| {
-        api.content().call_convert(store, &result)
+        api.convert(store, &result)
     })?;
     converted.is_error = is_error;
     Ok(converted)
@@ -322,7 +347,7 @@ pub fn redact_now(
 ) -> Result<Processed, PluginError> {
     let is_error = result.is_error;
     let mut redacted = stage.call(approx_size(&result), scrub, |store, api| {
-        api.redaction().call_redact(store, &result, secrets)
+        api.redact(store, &result, secrets)
     })?;
     redacted.result.is_error = is_error;
     Ok(Processed {
@@ -332,7 +357,7 @@ pub fn redact_now(
 }
 
 /// Roughly how many bytes a plugin has to work through for `result`.
-fn approx_size(result: &ToolResult) -> usize {
+pub(super) fn approx_size(result: &ToolResult) -> usize {
     use super::ContentBlock;
     use super::bindings::airlock::adapter::types::ResourceContents;
     let blocks: usize = result
@@ -361,7 +386,7 @@ pub fn is_valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-async fn blocking<R: Send + 'static>(
+pub(super) async fn blocking<R: Send + 'static>(
     f: impl FnOnce() -> Result<R, PluginError> + Send + 'static,
 ) -> Result<R, PluginError> {
     match tokio::task::spawn_blocking(f).await {

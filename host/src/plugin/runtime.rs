@@ -11,13 +11,15 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, InstancePre, Linker};
 use wasmtime::{Engine, Store};
 
-use super::bindings::{Adapter, exports::airlock::adapter as guest};
+use super::api::Api;
+use super::bindings::{Adapter, v01};
 use super::state::{EPOCH_TICK, PluginState, classify, new_store};
 use super::{PluginError, PluginInfo, Stage, builtin_bytes};
 use crate::config::{PluginRef, SandboxLimits};
 
-/// The contract versions this host loads: `airlock:adapter@0.1.x`.
-pub const SUPPORTED_CONTRACT: &str = "0.1.x";
+/// The contract versions this host loads: `airlock:adapter@0.2.x` (current) and the
+/// frozen `0.1.x`.
+pub const SUPPORTED_CONTRACT: &str = "0.2.x or 0.1.x";
 const CONTRACT_PACKAGE: &str = "airlock:adapter/";
 /// WASI 0.2 packages a plugin may import (all linked with nothing granted).
 const WASI_PACKAGES: &[&str] = &[
@@ -41,22 +43,23 @@ pub struct LoadedPlugin {
     pub reference: String,
     /// What the plugin says about itself.
     pub info: PluginInfo,
+    /// The contract version it was built for (`0.1.0`).
+    pub contract: String,
+    /// What it imports (the contract's `log`, WASI 0.2 interfaces), linked with nothing
+    /// granted.
+    pub imports: Vec<String>,
+    /// The component's size in bytes.
+    pub size: usize,
+    /// The SHA-256 of its bytes (hex), the value to pin it by.
+    pub sha256: String,
     pub(super) pre: InstancePre<PluginState>,
-    pub(super) plugin_api: guest::plugin::GuestIndices,
-    pub(super) naming_api: Option<guest::naming::GuestIndices>,
-    pub(super) content_api: Option<guest::content::GuestIndices>,
-    pub(super) redaction_api: Option<guest::redaction::GuestIndices>,
+    pub(super) api: Api,
 }
 
 impl LoadedPlugin {
     /// Whether the plugin provides `stage`.
     pub fn provides(&self, stage: Stage) -> bool {
-        let exported = match stage {
-            Stage::Naming => self.naming_api.is_some(),
-            Stage::Content => self.content_api.is_some(),
-            Stage::Redaction => self.redaction_api.is_some(),
-        };
-        exported && self.info.stages.contains(&stage)
+        self.api.exports(stage) && self.info.stages.contains(&stage)
     }
 }
 
@@ -120,6 +123,11 @@ impl PluginRuntime {
             |s| s,
         )
         .map_err(|e| err(format!("cannot link host imports: {e}")))?;
+        v01::Adapter::add_to_linker::<PluginState, wasmtime::component::HasSelf<PluginState>>(
+            &mut linker,
+            |s| s,
+        )
+        .map_err(|e| err(format!("cannot link the 0.1 host imports: {e}")))?;
         let cache_dir = cache;
         let ticker_stop = Arc::new(AtomicBool::new(false));
         {
@@ -167,10 +175,29 @@ impl PluginRuntime {
         &self.engine
     }
 
-    /// Loads (or returns the already loaded) plugin for `reference`.
+    /// Loads (or returns the already loaded) plugin for `reference`. A pinned plugin
+    /// whose bytes have another SHA-256 is refused, naming both digests.
     pub fn load(&self, reference: &PluginRef) -> Result<Arc<LoadedPlugin>, PluginError> {
         let name = reference.to_string();
-        let bytes: std::borrow::Cow<'_, [u8]> = match reference {
+        let bytes = Self::read(reference)?;
+        if let PluginRef::Pinned { sha256, .. } = reference {
+            let actual = hex::encode(Sha256::digest(&bytes));
+            if &actual != sha256 {
+                return Err(PluginError::Load {
+                    plugin: name,
+                    message: format!(
+                        "its SHA-256 is {actual}, but the config pins {sha256}; the plugin changed (check it, then update the pin)"
+                    ),
+                });
+            }
+        }
+        self.load_bytes(&name, &bytes)
+    }
+
+    /// The bytes of a plugin: embedded, or read from its file.
+    fn read(reference: &PluginRef) -> Result<std::borrow::Cow<'static, [u8]>, PluginError> {
+        let name = reference.to_string();
+        Ok(match reference {
             PluginRef::Builtin(builtin) => builtin_bytes(builtin)
                 .ok_or_else(|| PluginError::Load {
                     plugin: name.clone(),
@@ -190,8 +217,8 @@ impl PluginRuntime {
                     message: format!("cannot read the file: {e}"),
                 })?
                 .into(),
-        };
-        self.load_bytes(&name, &bytes)
+            PluginRef::Pinned { plugin, .. } => Self::read(plugin)?,
+        })
     }
 
     /// Loads a component from bytes, checking its imports and contract version.
@@ -210,28 +237,27 @@ impl PluginRuntime {
         };
         let component = self.compile_cached(&key, bytes).map_err(err)?;
         self.check_imports(reference, &component)?;
-        self.check_contract(reference, &component)?;
+        let contract = self.check_contract(reference, &component)?;
+        let imports = component
+            .component_type()
+            .imports(&self.engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
         let pre = self
             .linker
             .instantiate_pre(&component)
             .map_err(|e| err(format!("cannot link the component: {e}")))?;
-        let plugin_api = guest::plugin::GuestIndices::new(&pre).map_err(|e| {
-            err(format!(
-                "not an Airlock plugin (no airlock:adapter/plugin export): {e}"
-            ))
-        })?;
-        let naming_api = guest::naming::GuestIndices::new(&pre).ok();
-        let content_api = guest::content::GuestIndices::new(&pre).ok();
-        let redaction_api = guest::redaction::GuestIndices::new(&pre).ok();
-        let info = self.describe(reference, &pre, &plugin_api)?;
+        let api = Api::new(&pre, contract_minor(&contract).unwrap_or(0)).map_err(err)?;
+        let info = self.describe(reference, &pre, &api)?;
         let loaded = Arc::new(LoadedPlugin {
             reference: reference.to_string(),
             info,
+            contract,
+            imports,
+            size: bytes.len(),
+            sha256: hex::encode(Sha256::digest(bytes)),
             pre,
-            plugin_api,
-            naming_api,
-            content_api,
-            redaction_api,
+            api,
         });
         self.loaded
             .lock()
@@ -314,8 +340,13 @@ impl PluginRuntime {
         Ok(())
     }
 
-    fn check_contract(&self, reference: &str, component: &Component) -> Result<(), PluginError> {
-        let mut saw_plugin = false;
+    /// Checks the contract version of every export; returns it (that of `plugin`).
+    fn check_contract(
+        &self,
+        reference: &str,
+        component: &Component,
+    ) -> Result<String, PluginError> {
+        let mut saw_plugin = None;
         for (name, _) in component.component_type().exports(&self.engine) {
             let Some(rest) = name.strip_prefix(CONTRACT_PACKAGE) else {
                 continue;
@@ -328,23 +359,21 @@ impl PluginRuntime {
                     supported: SUPPORTED_CONTRACT.into(),
                 });
             }
-            saw_plugin |= rest.starts_with("plugin@");
+            if rest.starts_with("plugin@") {
+                saw_plugin = Some(version.to_string());
+            }
         }
-        if !saw_plugin {
-            return Err(PluginError::Load {
-                plugin: reference.into(),
-                message: "not an Airlock plugin: it exports no airlock:adapter/plugin interface"
-                    .into(),
-            });
-        }
-        Ok(())
+        saw_plugin.ok_or_else(|| PluginError::Load {
+            plugin: reference.into(),
+            message: "not an Airlock plugin: it exports no airlock:adapter/plugin interface".into(),
+        })
     }
 
     fn describe(
         &self,
         reference: &str,
         pre: &InstancePre<PluginState>,
-        api: &guest::plugin::GuestIndices,
+        api: &Api,
     ) -> Result<PluginInfo, PluginError> {
         // No stage runs yet: a trap here is reported as a load-time failure.
         let trap = |e: wasmtime::Error, store: &Store<PluginState>| match classify(
@@ -367,17 +396,22 @@ impl PluginRuntime {
         };
         let mut store = new_store(&self.engine, self.limits, reference, Stage::Naming);
         let instance = pre.instantiate(&mut store).map_err(|e| trap(e, &store))?;
-        let plugin = api
-            .load(&mut store, &instance)
-            .map_err(|e| trap(e, &store))?;
-        plugin
-            .call_describe(&mut store)
+        api.describe(&mut store, &instance)
             .map_err(|e| trap(e, &store))
+    }
+}
+
+/// The minor version of a `0.x.y` contract this host loads (1 or 2), else `None`.
+fn contract_minor(version: &str) -> Option<u32> {
+    let mut parts = version.split('.');
+    match (parts.next(), parts.next()) {
+        (Some("0"), Some("1")) => Some(1),
+        (Some("0"), Some("2")) => Some(2),
+        _ => None,
     }
 }
 
 /// Whether a contract version (e.g. `0.1.3`) is one this host loads.
 fn contract_supported(version: &str) -> bool {
-    let mut parts = version.split('.');
-    matches!((parts.next(), parts.next()), (Some("0"), Some("1")))
+    contract_minor(version).is_some()
 }

@@ -133,6 +133,15 @@ impl log::Host for PluginState {
     }
 }
 
+impl super::bindings::v01::airlock::adapter::types::Host for PluginState {}
+
+impl super::bindings::v01::airlock::adapter::log::Host for PluginState {
+    fn log(&mut self, level: super::bindings::v01::airlock::adapter::log::Level, message: String) {
+        let level = super::bindings::cross(&level);
+        log::Host::log(self, level, message);
+    }
+}
+
 impl PluginState {
     /// Sends what the guest printed since the last flush to `tracing`. Each pipe holds
     /// at most `OUTPUT_CAP` bytes over the instance's life; past that the guest's writes

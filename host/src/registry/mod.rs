@@ -8,12 +8,14 @@
 //!
 //! Layer 4 (storage). May import: `config`.
 
+mod auth_row;
 mod catalogs;
 mod imports;
 mod results;
 mod services;
 mod tokens;
 
+pub use auth_row::STORED_SECRET;
 pub use catalogs::StoredCatalog;
 pub use imports::ImportPreview;
 pub use results::ResultEntry;

@@ -2,12 +2,14 @@
 //! scope and key, and how each row is stored and decoded (secret values are only
 //! referenced).
 
+use std::collections::BTreeMap;
+
 use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Registry, RegistryError, corrupt, to_json};
-use crate::config::{Auth, Transport};
+use super::{Registry, RegistryError, auth_row, corrupt, to_json};
+use crate::config::Transport;
 
 pub use crate::config::Scope;
 
@@ -62,6 +64,10 @@ pub struct ServiceRecord {
     pub startup_timeout_secs: Option<f64>,
     /// Per-call timeout, seconds.
     pub tool_timeout_secs: Option<f64>,
+    /// The secret fields of an http server's auth table (`client_secret`,
+    /// `private_key`), by field name; the auth in `transport` holds
+    /// [`crate::registry::STORED_SECRET`] in their place.
+    pub auth_secrets: BTreeMap<String, StoredValue>,
     /// Plugins per stage, in config syntax.
     pub adapters: Option<Value>,
     /// Plugin configuration, in config syntax.
@@ -78,6 +84,7 @@ impl ServiceRecord {
         self.transport
             .values()
             .values()
+            .chain(self.auth_secrets.values())
             .filter_map(|v| match v {
                 StoredValue::Secret(r) => Some(r.clone()),
                 StoredValue::Plain(_) => None,
@@ -109,6 +116,7 @@ fn record_from_row(row: &Row) -> rusqlite::Result<ServiceRecord> {
     let name: String = row.get(2)?;
     let scope = Scope::parse(&scope).map_err(|e| corrupt(&name, "scope", e))?;
     let transport: String = row.get(5)?;
+    let mut auth_secrets = BTreeMap::new();
     let transport = match transport.as_str() {
         "stdio" => StoredTransport::Stdio {
             command: row
@@ -122,8 +130,13 @@ fn record_from_row(row: &Row) -> rusqlite::Result<ServiceRecord> {
                 .get::<_, Option<String>>(10)?
                 .ok_or_else(|| corrupt(&name, "url", "missing"))?,
             headers: json_col(row, 11, &name, "headers")?,
-            auth: Auth::parse(row.get::<_, Option<String>>(12)?.as_deref())
-                .map_err(|e| corrupt(&name, "auth", e))?,
+            auth: {
+                let (auth, secrets) =
+                    auth_row::decode(row.get::<_, Option<String>>(12)?.as_deref())
+                        .map_err(|e| corrupt(&name, "auth", e))?;
+                auth_secrets = secrets;
+                auth
+            },
         },
         other => return Err(corrupt(&name, "transport", other)),
     };
@@ -140,6 +153,7 @@ fn record_from_row(row: &Row) -> rusqlite::Result<ServiceRecord> {
         enabled: row.get(13)?,
         startup_timeout_secs: row.get(14)?,
         tool_timeout_secs: row.get(15)?,
+        auth_secrets,
         adapters: opt_json(row, 16, &name, "adapters")?,
         adapter_config: opt_json(row, 17, &name, "adapter_config")?,
         repair: json_col(row, 18, &name, "repair")?,
@@ -184,7 +198,7 @@ impl Registry {
                 "{}".to_string(),
                 Some(url.clone()),
                 to_json(headers),
-                auth.as_config().map(str::to_string),
+                auth_row::encode(auth, &r.auth_secrets),
             ),
         };
         let values = params![

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::{ServersError, invalid};
-use crate::config::{Auth, Scope, TaggedValue, Transport};
+use crate::config::{Scope, TaggedValue, Transport};
 use crate::secrets::looks_like_credential;
 
 /// A value given for an env var or header, and whether it is secret (empty in an edit
@@ -53,8 +53,8 @@ pub struct Edit {
     pub command: Option<Vec<String>>,
     /// New URL (http).
     pub url: Option<String>,
-    /// New auth (http).
-    pub auth: Option<Auth>,
+    /// Auth changes (http); empty leaves the auth as it is.
+    pub auth: super::AuthChanges,
     /// New working directory (empty string clears it).
     pub cwd: Option<String>,
     /// Env vars to set. A blank value for a secret keeps the stored secret.

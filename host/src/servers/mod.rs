@@ -8,12 +8,14 @@
 //!
 //! Layer 6 (operator). May import: `config`, `registry`, `secrets`, `oauth`.
 
+mod auth;
 mod draft;
 mod resolve;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+pub use auth::AuthChanges;
 pub use draft::{
     Draft, DraftTransport, Edit, GivenValue, Listing, parse_env_arg, parse_header_arg,
 };
@@ -155,9 +157,20 @@ impl Servers {
         } else {
             "header"
         };
-        let transport = draft
+        let mut transport = draft
             .transport
             .try_map_values(|k, given| store_values(kind, k, given))?;
+        let mut auth_secrets = BTreeMap::new();
+        if let Transport::Http { auth, .. } = &mut transport {
+            let stashed = auth::stash_auth_secrets(
+                &draft.name,
+                std::mem::take(auth),
+                &BTreeMap::new(),
+                &mut pending,
+            )?;
+            *auth = stashed.auth;
+            auth_secrets = stashed.secrets;
+        }
         let record = ServiceRecord {
             key,
             label: draft.label.filter(|l| !l.is_empty()),
@@ -167,6 +180,7 @@ impl Servers {
             enabled: draft.enabled,
             startup_timeout_secs: draft.startup_timeout_secs,
             tool_timeout_secs: draft.tool_timeout_secs,
+            auth_secrets,
             adapters: None,
             adapter_config: None,
             repair: draft.repair,
@@ -330,9 +344,9 @@ impl Servers {
         }
         let (map, given, kind) = match &mut next.transport {
             Transport::Stdio { command, args, env } => {
-                if edit.url.is_some() || edit.auth.is_some() {
+                if edit.url.is_some() || !edit.auth.is_empty() {
                     return Err(invalid(format!(
-                        "server \"{name}\" is a stdio server; --url and --auth apply to http servers"
+                        "server \"{name}\" is a stdio server; --url and the auth flags apply to http servers"
                     )));
                 }
                 if !edit.headers.is_empty() {
@@ -358,8 +372,13 @@ impl Servers {
                 if let Some(u) = edit.url {
                     *url = u;
                 }
-                if let Some(a) = edit.auth {
-                    *auth = a;
+                if !edit.auth.is_empty() {
+                    let changed = edit.auth.apply(auth)?;
+                    let stashed =
+                        auth::stash_auth_secrets(&name, changed, &next.auth_secrets, &mut pending)?;
+                    *auth = stashed.auth;
+                    next.auth_secrets = stashed.secrets;
+                    dropped_refs.extend(stashed.dropped);
                 }
                 (headers, edit.headers, "header")
             }

@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Servers, ServersError};
-use crate::config::{ServerConfig, ServerEntry, Source};
-use crate::registry::{ServiceRecord, StoredValue};
+use crate::config::{ServerConfig, ServerEntry, Source, Transport};
+use crate::registry::{RegistryError, ServiceRecord, StoredValue};
 
 impl Servers {
     /// A record as Airlock runs it. A `${VAR}` that no longer resolves (the variable was
@@ -64,6 +64,27 @@ impl Servers {
                     String::new()
                 }
             });
+        // Auth secret fields: a `${VAR}` reference goes in now (it is expanded like any
+        // value); a stored secret is filled in after resolution.
+        let mut auth_refs: Vec<(&'static str, String)> = Vec::new();
+        let mut transport = transport;
+        if let Transport::Http { auth, .. } = &mut transport {
+            let stored = &record.auth_secrets;
+            *auth = std::mem::take(auth).try_map_secrets(|field, kept| {
+                Ok::<_, ServersError>(match stored.get(field) {
+                    Some(StoredValue::Plain(plain)) => plain.clone(),
+                    Some(StoredValue::Secret(reference)) => {
+                        auth_refs.push((field, reference.clone()));
+                        kept
+                    }
+                    None => {
+                        return Err(ServersError::Registry(RegistryError::Corrupt(format!(
+                            "service \"{name}\": auth.{field} has no stored value"
+                        ))));
+                    }
+                })
+            })?;
+        }
         let entry = ServerEntry {
             transport,
             cwd: record.cwd.clone(),
@@ -90,6 +111,30 @@ impl Servers {
                 }
                 None => server.repair.push(format!(
                     "the secret value of \"{var}\" is missing from the secret store; set it again with `airlock servers edit {name} --env {var}=VALUE` (or --header)"
+                )),
+            }
+        }
+        for (field, reference) in auth_refs {
+            let value = match pending.get(&reference) {
+                Some(v) => Some(v.clone()),
+                None => self.store.get(&reference)?,
+            };
+            let Transport::Http { auth, .. } = &mut server.transport else {
+                unreachable!("auth secrets belong to http servers");
+            };
+            match value {
+                Some(value) => {
+                    let filled = std::mem::take(auth).try_map_secrets(|f, v| {
+                        Ok::<_, std::convert::Infallible>(if f == field { value.clone() } else { v })
+                    });
+                    *auth = match filled {
+                        Ok(filled) => filled,
+                        Err(never) => match never {},
+                    };
+                }
+                None => server.repair.push(format!(
+                    "the secret value of \"auth.{field}\" is missing from the secret store; set it again with `airlock servers edit {name} {}`",
+                    if field == "private_key" { "--private-key-file PATH" } else { "--client-secret-env VAR" }
                 )),
             }
         }

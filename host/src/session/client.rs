@@ -144,6 +144,25 @@ impl AirlockClient {
             .insert(token, tx);
     }
 
+    /// Hands a progress notification to the call it belongs to (scrubbed), if that call
+    /// is still listening.
+    pub(super) fn deliver_progress(&self, params: &ProgressNotificationParam) {
+        let route = self
+            .progress
+            .lock()
+            .expect("progress routes poisoned")
+            .get(&params.progress_token)
+            .cloned();
+        if let Some(tx) = route {
+            let message = params.message.as_ref().map(|m| self.secrets.scrub_owned(m));
+            let _ = tx.send(ProgressUpdate {
+                progress: params.progress,
+                total: params.total,
+                message,
+            });
+        }
+    }
+
     pub(super) fn unroute_progress(&self, token: &ProgressToken) {
         self.progress
             .lock()
@@ -254,26 +273,9 @@ impl ClientHandler for AirlockClient {
         }
     }
 
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        let route = self
-            .progress
-            .lock()
-            .expect("progress routes poisoned")
-            .get(&params.progress_token)
-            .cloned();
-        if let Some(tx) = route {
-            let message = params.message.map(|m| self.secrets.scrub_owned(&m));
-            let _ = tx.send(ProgressUpdate {
-                progress: params.progress,
-                total: params.total,
-                message,
-            });
-        }
-    }
+    // Progress is routed by the transport tap (`session/progress.rs`), in order with
+    // the responses; the handler's own callback would run on a task of its own, too late
+    // for the last notifications of a call.
 
     async fn on_resource_updated(
         &self,

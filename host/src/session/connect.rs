@@ -12,6 +12,7 @@ use rmcp::service::{ClientInitializeError, serve_client};
 use rmcp::transport::streamable_http_client::StreamableHttpError;
 use tokio::sync::mpsc;
 
+use super::progress::ProgressTap;
 use super::{AirlockClient, ServerNotice, Session, SessionError, TransportKind};
 use crate::config::{Auth, ServerConfig, Transport};
 use crate::launch::{DEFAULT_KILL_GRACE, LaunchSpec, ServerProcess};
@@ -205,7 +206,7 @@ impl Session {
         client: AirlockClient,
     ) -> Result<Session, SessionError> {
         let (mut process, stdout, stdin) = ServerProcess::spawn(spec)?;
-        let transport = crate::transport::stdio(stdout, stdin);
+        let transport = ProgressTap::new(crate::transport::stdio(stdout, stdin), client.clone());
         let outcome = tokio::time::timeout(timeout, serve_client(client.clone(), transport)).await;
         let service = match outcome {
             Ok(Ok(service)) => service,
@@ -242,6 +243,7 @@ impl Session {
         let started = tokio::time::Instant::now();
         let transport = crate::transport::streamable_http(url, headers)
             .map_err(|e| SessionError::Handshake(e.to_string(), String::new()))?;
+        let transport = ProgressTap::new(transport, client.clone());
         let first = match tokio::time::timeout(timeout, serve_client(client.clone(), transport))
             .await
         {
@@ -282,6 +284,7 @@ impl Session {
             let transport = crate::transport::sse::LegacySseTransport::connect(url, headers)
                 .await
                 .map_err(|e| e.to_string())?;
+            let transport = ProgressTap::new(transport, client.clone());
             serve_client(client.clone(), transport)
                 .await
                 .map_err(|e| e.to_string())

@@ -16,6 +16,7 @@ mod connect;
 mod drain;
 mod identity;
 pub mod pool;
+mod progress;
 
 use std::time::Duration;
 

@@ -33,6 +33,9 @@ impl Plugin for Standard {
             Stage::Redaction => {
                 redaction::RedactionPolicy::from_config(&config).map(Standard::Redaction)
             }
+            Stage::Policy => {
+                Err("the standard plugin has no policy stage; use builtin:policy".into())
+            }
         }
     }
 }

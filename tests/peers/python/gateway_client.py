@@ -13,6 +13,9 @@ Scenarios:
             SERVICE_TOKEN set), `raw` (raw_server.py) and `every` (server-everything).
     hidden  the tools this agent sees, and what a call to `mcp__fx__echo` answers
             (for grants-mode tests).
+    approve two calls of `mcp__p__wipe_notes` that a policy asks about: the client
+            answers the elicitation yes, then no, and reports the questions it saw.
+    nobody  the same call from a client that does not answer elicitation.
 """
 
 import asyncio
@@ -128,20 +131,42 @@ async def hidden(session, notes):
     }
 
 
+async def wipe_twice(session, notes):
+    calls = []
+    for folder in ["/tmp/first", "/tmp/second"]:
+        result = await session.call_tool("mcp__p__wipe_notes", {"folder": folder})
+        calls.append({"is_error": result.isError, "text": text_of(result)})
+    return {"calls": calls}
+
+
 async def run(scenario, session_factory):
     notes = []
+    questions = []
+    answers = [True, False]
 
     async def on_message(message):
         if isinstance(message, types.ServerNotification):
             notes.append(message.root.method)
 
+    async def on_elicit(context, params):
+        questions.append({"message": params.message, "schema": params.requestedSchema})
+        approve = answers.pop(0) if answers else False
+        return types.ElicitResult(action="accept", content={"approve": approve})
+
+    extra = {"elicitation_callback": on_elicit} if scenario == "approve" else {}
+    body_of = {"full": full, "hidden": hidden, "approve": wipe_twice, "nobody": wipe_twice}[scenario]
     async with session_factory() as (read, write):
         async with ClientSession(
-            read, write, message_handler=on_message, read_timeout_seconds=timedelta(seconds=60)
+            read,
+            write,
+            message_handler=on_message,
+            read_timeout_seconds=timedelta(seconds=60),
+            **extra,
         ) as session:
             init = await session.initialize()
             report = {"server": init.serverInfo.name, "instructions": init.instructions}
-            body = await (full if scenario == "full" else hidden)(session, notes)
+            body = await body_of(session, notes)
+            body["questions"] = questions
             report.update(body)
             return report
 

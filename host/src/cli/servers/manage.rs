@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
-use super::values::{env_pairs, header_pairs};
+use super::values::{auth_changes, env_pairs, header_pairs};
 use super::{AddArgs, EditArgs, fail, print, scope_arg};
 use crate::cli::Cli;
 use crate::config::{Auth, Scope};
@@ -111,8 +111,8 @@ fn positive(flag: &str, v: Option<f64>) -> Result<Option<f64>, String> {
 fn draft_from_args(args: &AddArgs) -> Result<Draft, String> {
     let transport = match args.transport.as_str() {
         "stdio" => {
-            if !args.values.headers.is_empty() || args.auth.is_some() {
-                return Err("--header and --auth apply to --transport http".into());
+            if !args.values.headers.is_empty() || !auth_changes(&args.auth)?.is_empty() {
+                return Err("--header and the auth flags apply to --transport http".into());
             }
             let mut line = args.target.clone();
             if line.is_empty() {
@@ -142,7 +142,9 @@ fn draft_from_args(args: &AddArgs) -> Result<Draft, String> {
             DraftTransport::Http {
                 url: url.clone(),
                 headers: header_pairs(&args.values.headers, &args.values.secrets)?,
-                auth: Auth::parse(args.auth.as_deref())?,
+                auth: auth_changes(&args.auth)?
+                    .apply(&Auth::None)
+                    .map_err(|e| e.to_string())?,
             }
         }
         other => {
@@ -172,16 +174,7 @@ fn edit_from_args(args: &EditArgs) -> Result<Edit, String> {
         description: args.description.clone(),
         command: (!args.command.is_empty()).then(|| args.command.clone()),
         url: args.url.clone(),
-        auth: match args.auth.as_deref() {
-            None => None,
-            Some("none") => Some(Auth::None),
-            Some("oauth") => Some(Auth::OAuth(Default::default())),
-            Some(other) => {
-                return Err(format!(
-                    "--auth must be \"oauth\" or \"none\", got \"{other}\""
-                ));
-            }
-        },
+        auth: auth_changes(&args.auth)?,
         cwd: args.cwd.clone(),
         env: env_pairs(&args.values.env, &args.values.secrets)?,
         headers: header_pairs(&args.values.headers, &args.values.secrets)?,

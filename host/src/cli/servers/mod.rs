@@ -109,9 +109,9 @@ pub struct AddArgs {
     /// A description for agents.
     #[arg(long)]
     pub description: Option<String>,
-    /// `oauth` for servers that need OAuth authorization (http).
-    #[arg(long)]
-    pub auth: Option<String>,
+    /// How the server authenticates Airlock (http).
+    #[command(flatten)]
+    pub auth: AuthArgs,
     /// Per-call timeout in seconds.
     #[arg(long)]
     pub tool_timeout: Option<f64>,
@@ -138,6 +138,32 @@ pub struct ValueArgs {
     pub secrets: Vec<String>,
 }
 
+/// Auth flags (http servers), shared by `add` and `edit`. Secret values never go on the
+/// command line: the client secret is read from an environment variable and the private
+/// key from a file, then kept in the secret store.
+#[derive(Debug, clap::Args)]
+pub struct AuthArgs {
+    /// `oauth` (authorization code, `airlock servers auth NAME`), `client_credentials`
+    /// (machine to machine, no browser) or `none`.
+    #[arg(long, value_name = "KIND")]
+    pub auth: Option<String>,
+    /// A pre-registered client's id (oauth), or the client-credentials client's id.
+    #[arg(long, value_name = "ID")]
+    pub client_id: Option<String>,
+    /// Read the client secret from this environment variable.
+    #[arg(long, value_name = "VAR")]
+    pub client_secret_env: Option<String>,
+    /// Read a PEM private key (RSA or EC P-256) for private-key JWT client credentials.
+    #[arg(long, value_name = "PATH")]
+    pub private_key_file: Option<PathBuf>,
+    /// The https:// URL of this client's metadata document (oauth, CIMD).
+    #[arg(long, value_name = "URL")]
+    pub client_metadata_url: Option<String>,
+    /// A scope to ask for instead of the server's suggestion. Repeatable; "" clears.
+    #[arg(long = "auth-scope", value_name = "SCOPE")]
+    pub scopes: Vec<String>,
+}
+
 /// `airlock servers edit` arguments.
 #[derive(Debug, clap::Args)]
 pub struct EditArgs {
@@ -157,9 +183,9 @@ pub struct EditArgs {
     /// A new URL (http).
     #[arg(long)]
     pub url: Option<String>,
-    /// `oauth` to turn OAuth on, `none` to turn it off (http).
-    #[arg(long)]
-    pub auth: Option<String>,
+    /// How the server authenticates Airlock (http).
+    #[command(flatten)]
+    pub auth: AuthArgs,
     /// A new working directory ("" clears it).
     #[arg(long)]
     pub cwd: Option<String>,

@@ -1,10 +1,12 @@
-//! Env var and header values given on the command line (`--env K=V`,
-//! `--header "Name: value"`), parsed into maps with each name given once.
+//! Values given on the command line: env vars and headers (`--env K=V`,
+//! `--header "Name: value"`), parsed into maps with each name given once, and the auth
+//! flags, whose secrets are read from the environment or a file.
 
 use std::collections::BTreeMap;
 
-use crate::config::process_env;
-use crate::servers::{GivenValue, parse_env_arg, parse_header_arg};
+use super::AuthArgs;
+use crate::config::{AuthKind, process_env};
+use crate::servers::{AuthChanges, GivenValue, parse_env_arg, parse_header_arg};
 
 fn given_map(
     pairs: Vec<(String, GivenValue)>,
@@ -39,4 +41,56 @@ pub(super) fn header_pairs(
         .map(|a| parse_header_arg(a, secrets).map_err(|e| e.to_string()))
         .collect::<Result<Vec<_>, _>>()?;
     given_map(pairs, "--header")
+}
+
+/// The auth changes the flags ask for. The client secret comes from the named
+/// environment variable and the key from the file; messages name them, never the value.
+pub(super) fn auth_changes(args: &AuthArgs) -> Result<AuthChanges, String> {
+    let kind = args
+        .auth
+        .as_deref()
+        .map(|k| {
+            AuthKind::parse(k).ok_or_else(|| {
+                format!("--auth must be \"oauth\", \"client_credentials\" or \"none\", got \"{k}\"")
+            })
+        })
+        .transpose()?;
+    let client_secret = args
+        .client_secret_env
+        .as_deref()
+        .map(|var| match process_env(var) {
+            Some(v) if !v.is_empty() => Ok(v),
+            _ => Err(format!(
+                "--client-secret-env {var}: {var} is not set (or empty) in this environment"
+            )),
+        })
+        .transpose()?;
+    let private_key = args
+        .private_key_file
+        .as_ref()
+        .map(|path| {
+            let pem = std::fs::read_to_string(path)
+                .map_err(|e| format!("--private-key-file {}: {e}", path.display()))?;
+            if !pem.contains("-----BEGIN") || !pem.contains("PRIVATE KEY-----") {
+                return Err(format!(
+                    "--private-key-file {}: not a PEM private key (expected \"-----BEGIN … PRIVATE KEY-----\")",
+                    path.display()
+                ));
+            }
+            Ok(pem)
+        })
+        .transpose()?;
+    let scopes = match args.scopes.as_slice() {
+        [] => None,
+        [only] if only.is_empty() => Some(Vec::new()),
+        many => Some(many.iter().filter(|s| !s.is_empty()).cloned().collect()),
+    };
+    Ok(AuthChanges {
+        kind,
+        client_id: args.client_id.clone(),
+        client_secret,
+        private_key,
+        client_metadata_url: args.client_metadata_url.clone(),
+        scopes,
+    })
 }

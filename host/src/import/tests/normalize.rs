@@ -209,3 +209,83 @@ fn malformed_entries_become_problems_and_the_rest_import() {
         )
     );
 }
+
+#[test]
+fn oauth_clients_of_other_clients_carry_over_without_their_secrets() {
+    use crate::config::{Auth, OAuthClient};
+    let home = tempfile::tempdir().unwrap();
+    put(
+        home.path(),
+        ".gemini/settings.json",
+        r#"{"mcpServers": {
+            "webex": {"url": "https://mcp.example/mcp", "oauth": {
+                "enabled": true, "clientId": "gem-client", "clientSecret": "gem-oauth-secret-EXAMPLE",
+                "authorizationUrl": "https://idp.example/authorize", "scopes": ["spark:mcp"]}},
+            "off": {"url": "https://off.example/mcp", "oauth": {"enabled": false, "clientId": "x"}},
+            "local": {"command": "node", "oauth": {"clientId": "y"}},
+            "bad": {"url": "https://bad.example/mcp", "oauth": {"scopes": "all"}}
+        }}"#,
+    );
+    put(
+        home.path(),
+        ".cursor/mcp.json",
+        r#"{"mcpServers": {"notion": {"url": "https://notion.example/mcp",
+            "auth": {"CLIENT_ID": "${env:CURSOR_CLIENT}", "scopes": ["read"]}}}}"#,
+    );
+    let vars = env_of(&[("CURSOR_CLIENT", "cur-client")]);
+    let out = scan_in(home.path(), None, &*vars, None);
+    let auth = |name: &str| match &find(&out, name).transport {
+        ImportedTransport::Http { auth, .. } => auth.clone(),
+        ImportedTransport::Stdio { .. } => panic!("{name} is not remote"),
+    };
+
+    // The client id and scopes come along; the secret does not, and says how to set it.
+    let webex = find(&out, "webex");
+    assert_eq!(
+        auth("webex"),
+        Auth::OAuth(OAuthClient {
+            client_id: Some("gem-client".into()),
+            scopes: vec!["spark:mcp".into()],
+            ..Default::default()
+        })
+    );
+    assert!(!webex.enabled);
+    assert!(
+        webex.repair.iter().any(|r| r.contains("oauth.clientSecret")
+            && r.contains("airlock servers edit webex --client-secret-env VAR")),
+        "{:?}",
+        webex.repair
+    );
+    assert!(
+        webex.notes.iter().any(|n| n.contains("authorizationUrl")),
+        "{:?}",
+        webex.notes
+    );
+    assert!(!format!("{webex:?}").contains("gem-oauth-secret-EXAMPLE"));
+
+    // A Cursor static client, its id by reference (kept as `${VAR}`).
+    assert_eq!(
+        auth("notion"),
+        Auth::OAuth(OAuthClient {
+            client_id: Some("${CURSOR_CLIENT}".into()),
+            scopes: vec!["read".into()],
+            ..Default::default()
+        })
+    );
+    assert!(find(&out, "notion").enabled);
+
+    // Disabled in the source, or on a local server: not imported, with a note.
+    assert_eq!(auth("off"), Auth::None);
+    assert!(
+        find(&out, "local")
+            .notes
+            .iter()
+            .any(|n| n.contains("\"oauth\" only applies to remote servers"))
+    );
+    // A malformed table is the entry's problem, naming the field.
+    assert!(
+        problem(&out, "bad").message.contains("\"oauth.scopes\""),
+        "{:?}",
+        problem(&out, "bad")
+    );
+}

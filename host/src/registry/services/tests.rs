@@ -29,6 +29,7 @@ fn record(scope: Scope, name: &str) -> ServiceRecord {
         enabled: true,
         startup_timeout_secs: None,
         tool_timeout_secs: Some(90.0),
+        auth_secrets: BTreeMap::new(),
         adapters: None,
         adapter_config: None,
         repair: vec![],

@@ -1,9 +1,9 @@
-//! A component exporting `airlock:adapter/plugin@0.2.0`, a contract version this host
+//! A component exporting `airlock:adapter/plugin@0.3.0`, a contract version this host
 //! does not support: loading it must fail with a message naming both versions.
 
 wit_bindgen::generate!({
     inline: r#"
-        package airlock:adapter@0.2.0;
+        package airlock:adapter@0.3.0;
 
         interface plugin {
             describe: func() -> string;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command. Installs everything the tests need — the wasm32-wasip2 target, the
-# npm reference servers (tests/peers, pinned by package-lock.json) and the Python MCP SDK
-# (tests/.venv, pinned by requirements.txt) — then runs every test.
+# npm reference servers (tests/peers, pinned by package-lock.json), the Python MCP SDK
+# (tests/.venv, pinned by requirements.txt) and the JavaScript plugin's pinned jco
+# (plugins/policy-js) — builds that plugin from source, then runs every test.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -17,6 +18,9 @@ if [ ! -x tests/.venv/bin/python ]; then
     python3 -m venv tests/.venv
 fi
 tests/.venv/bin/pip install --quiet --disable-pip-version-check -r tests/peers/python/requirements.txt
+
+echo "== the JavaScript policy plugin, built from source (plugins/policy-js)"
+scripts/build-js-plugin.sh
 
 echo "== tests"
 cargo test --locked -p airlock-host -p airlock-guest -p airlock-plugin-standard -p airlock-plugin-text-only -p airlock-plugin-policy "$@"

@@ -9,7 +9,7 @@ mod support;
 
 use std::sync::Arc;
 
-use airlock_host::{Airlock, ApprovalRequest, ErrorCode, Event};
+use airlock_host::{Airlock, Approval, ApprovalRequest, ErrorCode, Event, RememberArguments};
 use serde_json::{Value, json};
 use support::{Workspace, fixture_wasm, python, python_server, toml_str};
 
@@ -421,4 +421,223 @@ adapter_config = { policy = { ask_destructive = true } }"#;
         "{report}"
     );
     assert_eq!(arrived(&ws, "p").len(), 1);
+
+    // Answered yes and remembered for any arguments, for an hour: the second call runs
+    // without a question, and the grant is listed with its expiry.
+    let report = through_the_gateway(&ws, "remember");
+    let calls = report["calls"].as_array().unwrap();
+    assert!(calls.iter().all(|c| c["is_error"] == false), "{report}");
+    let questions = report["questions"].as_array().unwrap();
+    assert_eq!(questions.len(), 1, "{report}");
+    assert!(
+        questions[0]["schema"]["properties"]["remember"].is_object(),
+        "{report}"
+    );
+    assert_eq!(arrived(&ws, "p").len(), 3);
+    let (listed, _) = ws.json(&["grants", "list"], &[]);
+    let approvals = listed["approvals"].as_array().unwrap();
+    assert_eq!(approvals.len(), 1, "{listed}");
+    assert_eq!(approvals[0]["arguments"], json!("*"), "{listed}");
+    let hour_from_now = approvals[0]["expires_at"].as_i64().unwrap() / 1000
+        - std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+    assert!((3500..=3600).contains(&hour_from_now), "{listed}");
+}
+
+#[tokio::test]
+async fn a_remembered_approval_answers_later_calls_until_it_lapses_or_is_revoked() {
+    let rules = r#"adapters = { policy = "builtin:policy" }
+adapter_config = { policy = { ask_destructive = true } }"#;
+    let ws = workspace(&[("p", rules)]);
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let answer: Arc<std::sync::Mutex<Approval>> =
+        Arc::new(std::sync::Mutex::new(Approval::Remember {
+            arguments: RememberArguments::Same,
+            expires_in: None,
+        }));
+    let approver = {
+        let (asked, answer) = (asked.clone(), answer.clone());
+        move |_: &ApprovalRequest| {
+            asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            *answer.lock().unwrap()
+        }
+    };
+    let airlock = start(&ws, Some(Arc::new(approver))).await;
+    let asked_so_far = || asked.load(std::sync::atomic::Ordering::SeqCst);
+    let wipe = |args: Value| {
+        let airlock = &airlock;
+        async move { airlock.call("mcp__p__wipe_notes", args, None).await }
+    };
+
+    // Approved and remembered for these arguments: the same arguments, in another key
+    // order, run without asking.
+    wipe(json!({"folder": "/tmp/a", "force": true}))
+        .await
+        .unwrap();
+    wipe(json!({"force": true, "folder": "/tmp/a"}))
+        .await
+        .unwrap();
+    assert_eq!(asked_so_far(), 1);
+    // Other arguments ask again; this time the person declines.
+    *answer.lock().unwrap() = Approval::Decline;
+    let err = wipe(json!({"folder": "/tmp/b"})).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::PolicyDenied);
+    assert_eq!(asked_so_far(), 2);
+
+    // The grant is in the registry, and `airlock grants` lists and revokes it.
+    let grants = airlock.approvals(Some("default")).unwrap();
+    assert_eq!(grants.len(), 1, "{grants:?}");
+    assert_eq!(
+        (
+            grants[0].tool.as_str(),
+            grants[0].rule.as_str(),
+            grants[0].expires_at
+        ),
+        ("wipe_notes", "ask_destructive", None)
+    );
+    let (listed, _) = ws.json(&["grants", "list"], &[]);
+    assert_eq!(
+        listed["approvals"][0]["id"],
+        json!(grants[0].id),
+        "{listed}"
+    );
+    assert_eq!(
+        listed["approvals"][0]["arguments"],
+        json!(r#"{"folder":"/tmp/a","force":true}"#)
+    );
+    let id = grants[0].id.to_string();
+    let (revoked, _) = ws.json(&["grants", "revoke", &id], &[]);
+    assert_eq!(revoked["revoked"], json!(true), "{revoked}");
+    let again = ws.run(&["grants", "revoke", &id], &[]);
+    assert!(!again.status.success());
+    assert!(
+        String::from_utf8_lossy(&again.stderr)
+            .contains(&format!("no remembered approval with id {id}"))
+    );
+    let err = wipe(json!({"folder": "/tmp/a", "force": true}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::PolicyDenied, "revoked: it asks again");
+    assert_eq!(asked_so_far(), 3);
+
+    // Remembered for any arguments, for a moment: it covers other arguments until it lapses.
+    *answer.lock().unwrap() = Approval::Remember {
+        arguments: RememberArguments::Any,
+        expires_in: Some(std::time::Duration::from_millis(800)),
+    };
+    wipe(json!({"folder": "/tmp/c"})).await.unwrap();
+    wipe(json!({"folder": "/tmp/d"})).await.unwrap();
+    assert_eq!(asked_so_far(), 4);
+    tokio::time::sleep(std::time::Duration::from_millis(900)).await;
+    *answer.lock().unwrap() = Approval::Decline;
+    assert!(wipe(json!({"folder": "/tmp/e"})).await.is_err());
+    assert_eq!(asked_so_far(), 5, "lapsed: it asks again");
+
+    let folders: Vec<Value> = arrived(&ws, "p")
+        .iter()
+        .map(|c| c["arguments"]["folder"].clone())
+        .collect();
+    assert_eq!(
+        folders,
+        [
+            json!("/tmp/a"),
+            json!("/tmp/a"),
+            json!("/tmp/c"),
+            json!("/tmp/d")
+        ]
+    );
+    airlock.close().await;
+}
+
+/// The bundled JavaScript policy (`plugins/policy-js`, built from source by the test
+/// command with jco componentize) deciding real calls: allow, deny by tool glob and by
+/// argument pattern, ask, rewrite the arguments, and withhold a result.
+#[tokio::test]
+async fn a_javascript_policy_decides_calls_through_a_real_server() {
+    let wasm = support::root().join("target/js-plugins/policy-js.wasm");
+    assert!(
+        wasm.is_file(),
+        "{} is missing: run scripts/build-js-plugin.sh (the test command does)",
+        wasm.display()
+    );
+    let wasm = toml_str(wasm.display().to_string());
+    let rules = format!(
+        r#"adapters = {{ policy = {wasm} }}
+adapter_config = {{ policy = {{ deny = ["secret_*"], deny_arguments = ["/etc/"], ask = ["wipe_*"], redact_keys = ["command"] }} }}"#
+    );
+    let capped = format!(
+        r#"adapters = {{ policy = {wasm} }}
+adapter_config = {{ policy = {{ max_result_chars = 10 }} }}"#
+    );
+    let ws = workspace(&[("js", &rules), ("capped", &capped)]);
+    let airlock = start(&ws, None).await;
+    let mut events = airlock.events();
+
+    let out = airlock
+        .call("mcp__js__read_note", json!({"path": "/srv/a.md"}), None)
+        .await
+        .unwrap();
+    assert!(out.preview.contains("/srv/a.md"), "{}", out.preview);
+    for (tool, args, says) in [
+        ("mcp__js__secret_report", json!({}), "is denied (secret_*)"),
+        (
+            "mcp__js__read_note",
+            json!({"path": "/etc/passwd"}),
+            "match a denied pattern",
+        ),
+        (
+            "mcp__js__wipe_notes",
+            json!({"folder": "/srv"}),
+            "Allow wipe_notes on js?",
+        ),
+    ] {
+        let err = airlock.call(tool, args, None).await.unwrap_err();
+        assert_eq!(err.code, ErrorCode::PolicyDenied, "{tool}: {err}");
+        assert!(err.message.contains(says), "{tool}: {err}");
+    }
+    // Rewritten: the server sees the command withheld.
+    airlock
+        .call(
+            "mcp__js__run",
+            json!({"command": "cat ~/.ssh/id_rsa"}),
+            None,
+        )
+        .await
+        .unwrap();
+    let reached = arrived(&ws, "js");
+    let tools: Vec<&str> = reached
+        .iter()
+        .map(|c| c["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["read_note", "run"]);
+    assert_eq!(reached[1]["arguments"]["command"], json!("[withheld]"));
+
+    // Withheld after the server ran it: the result is longer than the cap.
+    let err = airlock
+        .call("mcp__capped__read_note", json!({"path": "/srv/a.md"}), None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::PolicyDenied);
+    assert!(err.message.contains("more than 10"), "{err}");
+    assert_eq!(arrived(&ws, "capped").len(), 1);
+
+    let mut rules = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let Event::PolicyDecided { rule, decision, .. } = event {
+            rules.push(format!("{rule} {decision}"));
+        }
+    }
+    for expected in [
+        "default allow",
+        "deny:secret_* deny",
+        "deny_arguments:/etc/ deny",
+        "ask:wipe_* ask",
+        "redact_keys rewrite",
+        "max_result_chars withhold",
+    ] {
+        assert!(rules.iter().any(|r| r == expected), "{expected}: {rules:?}");
+    }
+    airlock.close().await;
 }

@@ -42,8 +42,9 @@ pub mod transport;
 
 pub use airlock::{
     AccessCheck, AccessMode, AccessOptions, AccessRefused, AccessRequest, Airlock, AirlockOptions,
-    ApprovalRequest, Approver, CallOptions, CallOutput, DEFAULT_AGENT, DEFAULT_MAX_SESSIONS,
-    Redaction, ServiceReport, ServiceStatus, StartError, TestReport, call_json,
+    Approval, ApprovalRequest, Approver, CallOptions, CallOutput, DEFAULT_AGENT,
+    DEFAULT_MAX_SESSIONS, Redaction, RememberArguments, ServiceReport, ServiceStatus, StartError,
+    TestReport, call_json,
 };
 pub use error::{CallError, ErrorCode};
 pub use events::Event;

@@ -11,6 +11,7 @@
 //! Layer 7 (facade). May import every layer below it.
 
 mod access;
+mod approvals;
 mod calls;
 mod egress;
 mod listings;
@@ -26,8 +27,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::broadcast;
 
 pub use access::{AccessCheck, AccessMode, AccessOptions, AccessRefused, AccessRequest};
+pub use approvals::{Approval, ApprovalRequest, Approver, RememberArguments};
 pub use calls::{CallOptions, CallOutput, Redaction, call_json};
-pub use policy::{ApprovalRequest, Approver};
 pub use report::{ServiceReport, ServiceStatus, TestReport};
 pub use start::StartError;
 

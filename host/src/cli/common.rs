@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::Cli;
 use crate::config::{Config, ConfigSources, process_env};
 use crate::results::COMPACT_PREVIEW;
-use crate::{Airlock, AirlockOptions};
+use crate::{Airlock, AirlockOptions, Approval, RememberArguments};
 
 /// The data directory: `--data-dir`, `$AIRLOCK_DATA_DIR`, or the platform default.
 pub fn data_dir(cli: &Cli) -> PathBuf {
@@ -70,18 +70,30 @@ pub(super) async fn start(cli: &Cli, config: Config, compact: bool) -> Result<Ai
         .map_err(|e| e.to_string())
 }
 
-/// Asks the person at the terminal (on stderr, reading stdin) whether a call may run.
-fn prompt(request: &crate::ApprovalRequest) -> bool {
+/// Asks the person at the terminal (on stderr, reading stdin) whether a call may run,
+/// and whether to remember the answer (`airlock grants list` shows what is remembered).
+fn prompt(request: &crate::ApprovalRequest) -> Approval {
     let mut err = std::io::stderr().lock();
     let _ = write!(
         err,
-        "\n{}\n  tool {} on service {} (policy {}, rule {})\nAllow this call? [y/N] ",
+        "\n{}\n  tool {} on service {} (policy {}, rule {})\n\
+         Allow this call? [y]es once, [a]lways with these arguments, \
+         always for this [t]ool, [N]o: ",
         request.question, request.raw_tool, request.service, request.plugin, request.rule
     );
     let _ = err.flush();
     let mut answer = String::new();
     if std::io::stdin().lock().read_line(&mut answer).is_err() {
-        return false;
+        return Approval::Decline;
     }
-    matches!(answer.trim(), "y" | "Y" | "yes" | "Yes")
+    let remember = |arguments| Approval::Remember {
+        arguments,
+        expires_in: None,
+    };
+    match answer.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Approval::Once,
+        "a" | "always" => remember(RememberArguments::Same),
+        "t" | "tool" => remember(RememberArguments::Any),
+        _ => Approval::Decline,
+    }
 }

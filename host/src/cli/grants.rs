@@ -1,5 +1,6 @@
-//! `airlock grants add|remove|list`: which services an agent may use when Airlock runs
-//! with grants (`airlock serve --access grants`, or an embedder's `AccessMode::Grants`).
+//! `airlock grants add|remove|list|revoke`: which services an agent may use when Airlock
+//! runs with grants (`airlock serve --access grants`, or an embedder's
+//! `AccessMode::Grants`), and the policy approvals a person asked to be remembered.
 
 use std::process::ExitCode;
 
@@ -23,8 +24,14 @@ pub enum GrantsCommand {
         /// The service.
         service: String,
     },
-    /// List the services granted to --agent.
+    /// List the services granted to --agent and its remembered approvals.
     List,
+    /// Forget a remembered approval (its id is in `grants list`): the next call it
+    /// covered asks again.
+    Revoke {
+        /// The approval's id.
+        id: i64,
+    },
 }
 
 /// Runs `airlock grants`.
@@ -62,17 +69,50 @@ pub fn run(cli: &Cli, command: &GrantsCommand) -> Result<ExitCode, String> {
         }
         GrantsCommand::List => {
             let services = registry.grants(agent).map_err(|e| e.to_string())?;
-            print(cli, json!({"agent": agent, "services": services}), || {
-                if services.is_empty() {
-                    println!("agent \"{agent}\" holds no grants");
-                }
-                for s in &services {
-                    println!("{s}");
-                }
+            let approvals = registry.approvals(Some(agent)).map_err(|e| e.to_string())?;
+            print(
+                cli,
+                json!({"agent": agent, "services": services, "approvals": approvals}),
+                || {
+                    if services.is_empty() && approvals.is_empty() {
+                        println!("agent \"{agent}\" holds no grants");
+                    }
+                    for s in &services {
+                        println!("{s}");
+                    }
+                    for a in &approvals {
+                        let expiry = a.expires_at.map_or("until revoked".to_string(), |t| {
+                            format!("until {}", millis_utc(t))
+                        });
+                        println!(
+                            "approval {}: service {} tool {} arguments {} (policy {}, rule {}; {expiry})",
+                            a.id, a.service, a.tool, a.arguments, a.plugin, a.rule
+                        );
+                    }
+                },
+            );
+        }
+        GrantsCommand::Revoke { id } => {
+            let had = registry.revoke_approval(*id).map_err(|e| e.to_string())?;
+            if !had {
+                return Err(format!(
+                    "no remembered approval with id {id} (see `airlock grants list`)"
+                ));
+            }
+            print(cli, json!({"id": id, "revoked": true}), || {
+                println!("forgot approval {id}; the calls it covered ask again")
             });
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Unix milliseconds as an RFC 3339 UTC time.
+fn millis_utc(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).map_or_else(
+        || format!("{ms} ms"),
+        |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    )
 }
 
 fn print(cli: &Cli, value: serde_json::Value, text: impl FnOnce()) {

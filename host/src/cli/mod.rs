@@ -14,6 +14,7 @@ mod import;
 mod listings;
 mod plugin;
 mod render;
+mod scaffold;
 mod serve;
 mod servers;
 

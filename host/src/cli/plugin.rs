@@ -1,4 +1,5 @@
-//! `airlock plugin check` and `airlock plugin run` (offline replay of one stage).
+//! `airlock plugin new` (a project scaffold), `airlock plugin check` and `airlock plugin
+//! run` (offline replay of one stage).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -8,12 +9,31 @@ use serde_json::{Value, json};
 
 use super::Cli;
 use super::common::data_dir;
+use super::scaffold::{self, Lang, NewPlugin};
 use crate::config::{PluginRef, SandboxLimits};
 use crate::plugin::{self, PluginRuntime, Secret, ServiceInfo, Stage, convert};
 
 /// `airlock plugin …`
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {
+    /// Write a plugin project that builds and passes its own test with no edits.
+    New {
+        /// The plugin's name (lower-case letters, digits and '-'); also its folder's.
+        name: String,
+        /// The stage it serves: naming, content, redaction or policy.
+        #[arg(long)]
+        stage: String,
+        /// The language.
+        #[arg(long, value_enum, default_value = "rust")]
+        lang: Lang,
+        /// Where to write it (default: ./NAME; must not exist, or be empty).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The `airlock-guest` SDK folder, for Rust (default: the checkout this binary
+        /// was built from).
+        #[arg(long)]
+        sdk: Option<PathBuf>,
+    },
     /// Load a component and report what it provides, or why it is refused.
     Check {
         /// A `.wasm` file or `builtin:NAME`.
@@ -76,6 +96,43 @@ fn read_input(path: &Path) -> Result<Value, String> {
 pub async fn run(cli: &Cli, command: &PluginCommand) -> Result<ExitCode, String> {
     let cwd = std::env::current_dir().map_err(|e| e.to_string())?;
     match command {
+        PluginCommand::New {
+            name,
+            stage,
+            lang,
+            dir,
+            sdk,
+        } => {
+            let stage = parse_stage(stage)?;
+            let dir = dir.clone().unwrap_or_else(|| cwd.join(name));
+            let (files, next) = scaffold::create(&NewPlugin {
+                name,
+                stage,
+                lang: *lang,
+                dir: &dir,
+                sdk: sdk.as_deref(),
+            })?;
+            if cli.json {
+                println!(
+                    "{}",
+                    json!({"ok": true, "dir": dir, "files": files, "next": next})
+                );
+            } else {
+                println!(
+                    "wrote a {} plugin \"{name}\" in {}:",
+                    stage.name(),
+                    dir.display()
+                );
+                for file in &files {
+                    println!("  {}", file.display());
+                }
+                println!("next, in that folder:");
+                for command in &next {
+                    println!("  {command}");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         PluginCommand::Check { plugin } => {
             let reference = PluginRef::parse(plugin, &cwd)?;
             let rt = runtime(cli)?;

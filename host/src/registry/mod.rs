@@ -1,13 +1,14 @@
 //! Persistent state in an embedded SQLite database (`registry.db` in the data
 //! directory), with versioned migrations: frozen namespaces, grants, services managed by
 //! `airlock servers` (secret values are only referenced), tested catalogs, the index of
-//! retained results, and import previews.
+//! retained results, import previews, gateway tokens and remembered approvals.
 //!
 //! This module owns the [`Registry`] handle, its errors, the migrations, and the
 //! namespace and grant tables; each other table has its own module.
 //!
 //! Layer 4 (storage). May import: `config`.
 
+mod approvals;
 mod auth_row;
 mod catalogs;
 mod imports;
@@ -15,6 +16,7 @@ mod results;
 mod services;
 mod tokens;
 
+pub use approvals::{ApprovalGrant, ApprovalScope, glob_literal};
 pub use auth_row::STORED_SECRET;
 pub use catalogs::StoredCatalog;
 pub use imports::ImportPreview;
@@ -105,6 +107,18 @@ const MIGRATIONS: &[&str] = &[
         secret_ref  TEXT NOT NULL,
         created_at  INTEGER NOT NULL DEFAULT (unixepoch())
     );",
+    "CREATE TABLE approvals (
+        id         INTEGER PRIMARY KEY,
+        agent      TEXT NOT NULL,
+        service    TEXT NOT NULL,
+        tool       TEXT NOT NULL,
+        arguments  TEXT NOT NULL,
+        plugin     TEXT NOT NULL,
+        rule       TEXT NOT NULL,
+        expires_at INTEGER,
+        created_at INTEGER NOT NULL DEFAULT (unixepoch())
+    );
+    CREATE INDEX approvals_by_scope ON approvals (agent, service, plugin, rule);",
 ];
 
 /// A registry error.

@@ -15,6 +15,8 @@ Scenarios:
             (for grants-mode tests).
     approve two calls of `mcp__p__wipe_notes` that a policy asks about: the client
             answers the elicitation yes, then no, and reports the questions it saw.
+    remember the same two calls; the client answers the first question yes, remembered
+            for any arguments for one hour, so the second call is not asked about.
     nobody  the same call from a client that does not answer elicitation.
 """
 
@@ -150,11 +152,20 @@ async def run(scenario, session_factory):
 
     async def on_elicit(context, params):
         questions.append({"message": params.message, "schema": params.requestedSchema})
-        approve = answers.pop(0) if answers else False
-        return types.ElicitResult(action="accept", content={"approve": approve})
+        if scenario == "remember":
+            content = {"approve": True, "remember": "any arguments", "remember_hours": 1}
+        else:
+            content = {"approve": answers.pop(0) if answers else False}
+        return types.ElicitResult(action="accept", content=content)
 
-    extra = {"elicitation_callback": on_elicit} if scenario == "approve" else {}
-    body_of = {"full": full, "hidden": hidden, "approve": wipe_twice, "nobody": wipe_twice}[scenario]
+    extra = {"elicitation_callback": on_elicit} if scenario in ("approve", "remember") else {}
+    body_of = {
+        "full": full,
+        "hidden": hidden,
+        "approve": wipe_twice,
+        "remember": wipe_twice,
+        "nobody": wipe_twice,
+    }[scenario]
     async with session_factory() as (read, write):
         async with ClientSession(
             read,

@@ -28,7 +28,7 @@ def read_note(path: str) -> str:
 
 
 @mcp.tool(annotations=ToolAnnotations(destructiveHint=True))
-def wipe_notes(folder: str) -> str:
+def wipe_notes(folder: str, force: bool = False) -> str:
     """Deletes every note in a folder (says which arguments arrived)."""
     return arrived("wipe_notes", {"folder": folder})
 

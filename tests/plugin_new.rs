@@ -4,7 +4,8 @@
 //!
 //! Rust projects build offline against this checkout's SDK (the workspace lock is copied
 //! in), sharing one target folder (`target/plugin-new`) so the SDK compiles once. The
-//! JavaScript project installs its pinned jco from the npm cache the test command warmed.
+//! JavaScript project installs its pinned jco from the npm cache the test command warmed;
+//! the Python project installs its pinned componentize-py from pip's cache the same way.
 
 mod support;
 
@@ -25,8 +26,18 @@ fn run(cmd: &mut Command, what: &str) -> String {
     text
 }
 
-/// `airlock plugin new NAME --stage STAGE --lang LANG --dir DIR`.
+/// `airlock plugin new NAME --stage STAGE --lang LANG --dir DIR`: the project's folder.
 fn scaffold(ws: &Workspace, name: &str, stage: &str, lang: &str) -> std::path::PathBuf {
+    scaffold_with_next(ws, name, stage, lang).0
+}
+
+/// The project's folder and the commands `plugin new` says to run next.
+fn scaffold_with_next(
+    ws: &Workspace,
+    name: &str,
+    stage: &str,
+    lang: &str,
+) -> (std::path::PathBuf, Vec<String>) {
     let dir = ws.dir.path().join(name);
     let dir_text = dir.display().to_string();
     let (out, _) = ws.json(
@@ -36,8 +47,14 @@ fn scaffold(ws: &Workspace, name: &str, stage: &str, lang: &str) -> std::path::P
         &[],
     );
     assert_eq!(out["ok"], json!(true), "{out}");
-    assert!(!out["next"].as_array().unwrap().is_empty(), "{out}");
-    dir
+    let next: Vec<String> = out["next"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_string())
+        .collect();
+    assert!(!next.is_empty(), "{out}");
+    (dir, next)
 }
 
 /// A cargo command for a scaffolded project, free of the outer `cargo test`'s settings.
@@ -54,9 +71,15 @@ fn cargo(dir: &Path, args: &[&str]) -> Command {
     cmd
 }
 
-/// Checks a built component with `plugin check`, then replays `input` through it with
-/// `plugin run`, keeping the output as a golden file that a second run must match.
-fn check_and_replay(ws: &Workspace, wasm: &Path, stage: &str, input: Value, config: Value) {
+/// Checks a built policy component with `plugin check`, then replays a recorded call
+/// the templates deny through it with `plugin run`, keeping the output as a golden file
+/// that a second run must match.
+fn check_and_replay_policy(ws: &Workspace, wasm: &Path) {
+    let (stage, input, config) = (
+        "policy",
+        json!({"call": {"tool": "delete_note", "arguments": {"id": 7}}}),
+        json!({"deny_prefixes": ["delete_"]}),
+    );
     assert!(wasm.is_file(), "{} was not built", wasm.display());
     let wasm_text = wasm.display().to_string();
     let (checked, _) = ws.json(&["plugin", "check", &wasm_text], &[]);
@@ -106,11 +129,6 @@ fn check_and_replay(ws: &Workspace, wasm: &Path, stage: &str, input: Value, conf
     );
 }
 
-/// A recorded call the policy templates deny.
-fn policy_input() -> Value {
-    json!({"call": {"tool": "delete_note", "arguments": {"id": 7}}})
-}
-
 #[test]
 fn rust_projects_pass_their_tests_and_build_into_components() {
     let ws = Workspace::new("");
@@ -136,13 +154,7 @@ fn rust_projects_pass_their_tests_and_build_into_components() {
         "cargo build (policy)",
     );
     let wasm = support::root().join("target/plugin-new/wasm32-wasip2/release/rust_policy.wasm");
-    check_and_replay(
-        &ws,
-        &wasm,
-        "policy",
-        policy_input(),
-        json!({"deny_prefixes": ["delete_"]}),
-    );
+    check_and_replay_policy(&ws, &wasm);
 }
 
 #[test]
@@ -176,13 +188,44 @@ fn javascript_projects_pass_their_tests_and_build_into_components() {
     }
     let dir = ws.dir.path().join("js-policy");
     run(&mut npm(&dir, &["run", "build"]), "npm run build (policy)");
-    check_and_replay(
-        &ws,
-        &dir.join("js-policy.wasm"),
-        "policy",
-        policy_input(),
-        json!({"deny_prefixes": ["delete_"]}),
-    );
+    check_and_replay_policy(&ws, &dir.join("js-policy.wasm"));
+}
+
+#[test]
+fn python_projects_pass_their_tests_and_build_into_components() {
+    let ws = Workspace::new("");
+    let venv_bin = support::python().parent().unwrap().to_path_buf();
+    for stage in ["redaction", "content", "naming"] {
+        // The test venv's componentize-py (the same pinned version) makes the bindings.
+        let dir = scaffold(&ws, &format!("py-{stage}"), stage, "python");
+        let world = format!("{stage}-plugin");
+        run(
+            Command::new(venv_bin.join("componentize-py"))
+                .args(["-d", "wit", "-w", &world, "bindings", "bindings"])
+                .current_dir(&dir),
+            &format!("componentize-py bindings ({stage})"),
+        );
+        run(
+            Command::new(support::python())
+                .args(["-m", "unittest", "test_app"])
+                .current_dir(&dir),
+            &format!("unittest ({stage})"),
+        );
+    }
+    // The policy project runs exactly the commands `plugin new` printed, in its own venv.
+    let (dir, next) = scaffold_with_next(&ws, "py-policy", "policy", "python");
+    for command in &next {
+        if command.starts_with("airlock ") {
+            continue;
+        }
+        run(
+            Command::new("sh")
+                .args(["-c", command.as_str()])
+                .current_dir(&dir),
+            command,
+        );
+    }
+    check_and_replay_policy(&ws, &dir.join("py-policy.wasm"));
 }
 
 #[test]

@@ -641,3 +641,30 @@ adapter_config = {{ policy = {{ max_result_chars = 10 }} }}"#
     }
     airlock.close().await;
 }
+
+/// A plugin whose memory creeps up with every call (4 MiB here, as a JavaScript or
+/// Python engine's heap does) never reaches the 64 MiB cap: past three quarters of it,
+/// the host replaces the instance with a fresh one, and every call keeps running.
+#[tokio::test]
+async fn an_instance_whose_memory_creeps_up_is_recycled_before_the_cap() {
+    let fixture = toml_str(fixture_wasm("policy").display().to_string());
+    let ws = workspace(&[(
+        "leaky",
+        &format!(
+            "adapters = {{ policy = [{fixture}] }}\nadapter_config = {{ policy = [{{ action = \"leak\" }}] }}"
+        ),
+    )]);
+    let airlock = start(&ws, None).await;
+    for i in 0..40 {
+        let out = airlock
+            .call(
+                "mcp__leaky__read_note",
+                json!({"path": format!("/n/{i}")}),
+                None,
+            )
+            .await;
+        assert!(out.is_ok(), "call {i}: {:?}", out.err());
+    }
+    assert_eq!(arrived(&ws, "leaky").len(), 40);
+    airlock.close().await;
+}

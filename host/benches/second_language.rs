@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use airlock_host::config::{PluginRef, SandboxLimits};
 use airlock_host::plugin::{self, PluginRuntime, Stage};
 use airlock_host::secrets::KnownSecrets;
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
 use serde_json::json;
 
 fn js_plugin() -> PluginRef {
@@ -23,7 +23,7 @@ fn js_plugin() -> PluginRef {
         "{} is missing: run scripts/build-js-plugin.sh",
         path.display()
     );
-    PluginRef::Path(path.canonicalize().unwrap())
+    PluginRef::File(path.canonicalize().unwrap())
 }
 
 fn bench_load(c: &mut Criterion) {
@@ -33,7 +33,8 @@ fn bench_load(c: &mut Criterion) {
     let open_cache =
         || cap_std::fs::Dir::open_ambient_dir(cache.path(), cap_std::ambient_authority()).unwrap();
     let mut group = c.benchmark_group("second_language_load");
-    group.sample_size(10);
+    // A cold load of the JavaScript plugin takes seconds: ten flat samples, one load each.
+    group.sample_size(10).sampling_mode(SamplingMode::Flat);
     for (name, plugin) in [("js", &js), ("rust", &rust)] {
         // Fill the cache once.
         PluginRuntime::with_cache(SandboxLimits::default(), Some(open_cache()))

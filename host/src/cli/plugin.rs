@@ -16,7 +16,8 @@ use crate::plugin::{self, PluginRuntime, Secret, ServiceInfo, Stage, convert};
 /// `airlock plugin …`
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {
-    /// Write a plugin project that builds and passes its own test with no edits.
+    /// Write a plugin project (Rust, JavaScript or Python) that builds and passes its
+    /// own test with no edits.
     New {
         /// The plugin's name (lower-case letters, digits and '-'); also its folder's.
         name: String,

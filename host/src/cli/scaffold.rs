@@ -1,5 +1,5 @@
-//! `airlock plugin new NAME --stage STAGE [--lang rust|js]`: writes a plugin project that
-//! builds, and passes its own test, with no edits. The templates live in
+//! `airlock plugin new NAME --stage STAGE [--lang rust|js|python]`: writes a plugin
+//! project that builds, and passes its own test, with no edits. The templates live in
 //! `host/assets/templates/` and are embedded in the binary.
 
 use std::path::{Path, PathBuf};
@@ -13,6 +13,8 @@ pub enum Lang {
     Rust,
     /// JavaScript, built with `jco componentize` (componentize-js).
     Js,
+    /// Python, built with `componentize-py`.
+    Python,
 }
 
 /// The contract the templates build against, as the host binds it.
@@ -23,6 +25,31 @@ const RUST_README: &str = include_str!("../../assets/templates/rust/README.md");
 const JS_PACKAGE: &str = include_str!("../../assets/templates/js/package.json");
 const JS_README: &str = include_str!("../../assets/templates/js/README.md");
 const JS_TEST_HOOKS: &str = include_str!("../../assets/templates/js/test-hooks.mjs");
+
+const PYTHON_REQUIREMENTS: &str = include_str!("../../assets/templates/python/requirements.txt");
+const PYTHON_README: &str = include_str!("../../assets/templates/python/README.md");
+
+/// The plugin's source and its test.
+fn python_source(stage: Stage) -> (&'static str, &'static str) {
+    match stage {
+        Stage::Naming => (
+            include_str!("../../assets/templates/python/naming.py"),
+            include_str!("../../assets/templates/python/test_naming.py"),
+        ),
+        Stage::Content => (
+            include_str!("../../assets/templates/python/content.py"),
+            include_str!("../../assets/templates/python/test_content.py"),
+        ),
+        Stage::Redaction => (
+            include_str!("../../assets/templates/python/redaction.py"),
+            include_str!("../../assets/templates/python/test_redaction.py"),
+        ),
+        Stage::Policy => (
+            include_str!("../../assets/templates/python/policy.py"),
+            include_str!("../../assets/templates/python/test_policy.py"),
+        ),
+    }
+}
 
 fn rust_source(stage: Stage) -> &'static str {
     match stage {
@@ -164,6 +191,32 @@ pub fn create(new: &NewPlugin<'_>) -> Result<(Vec<PathBuf>, Vec<String>), String
                 "npm install".to_string(),
                 "npm test".to_string(),
                 "npm run build".to_string(),
+                format!("airlock plugin check {}.wasm", new.name),
+            ];
+            (files, commands)
+        }
+        Lang::Python => {
+            let (source, test) = python_source(new.stage);
+            let files = vec![
+                ("requirements.txt", PYTHON_REQUIREMENTS.to_string()),
+                ("app.py", fill(source, "")),
+                ("test_app.py", fill(test, "")),
+                ("wit/adapter.wit", CONTRACT.to_string()),
+                ("README.md", fill(PYTHON_README, "")),
+                (
+                    ".gitignore",
+                    "/.venv\n/bindings\n/*.wasm\n__pycache__/\n".to_string(),
+                ),
+            ];
+            let world = format!("{stage}-plugin");
+            let commands = vec![
+                "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt".to_string(),
+                format!(".venv/bin/componentize-py -d wit -w {world} bindings bindings"),
+                ".venv/bin/python -m unittest test_app".to_string(),
+                format!(
+                    ".venv/bin/componentize-py -d wit -w {world} componentize --stub-wasi app -o {}.wasm",
+                    new.name
+                ),
                 format!("airlock plugin check {}.wasm", new.name),
             ];
             (files, commands)

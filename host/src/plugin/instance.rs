@@ -14,6 +14,11 @@ use super::state::{
 use super::{PluginError, Stage};
 use crate::secrets::KnownSecrets;
 
+/// The share of the base memory cap (numerator, denominator) past which an instance is
+/// not kept for another call: linear memory never shrinks, so an instance that has grown
+/// this far is replaced by a fresh one, which starts from the component's initial memory.
+pub(super) const RECYCLE_SHARE: (usize, usize) = (3, 4);
+
 /// A live instance, its store, and its stage's typed exports (looked up and
 /// type-checked once, when the instance is created).
 pub(super) struct Live {
@@ -105,8 +110,10 @@ impl StageInstance {
     /// Runs `f` on a warm instance. A trap discards the instance; a guest error value
     /// keeps it. What the guest logs or prints meanwhile is scrubbed of `scrub`.
     /// `work_bytes` (the size of the input) scales the CPU deadline and the memory cap;
-    /// an instance that grew past the base memory cap is dropped after the call, so the
-    /// pool never keeps a large memory around.
+    /// an instance that grew past [`RECYCLE_SHARE`] of the base memory cap is dropped
+    /// after the call, so the pool never keeps a large memory around and a plugin whose
+    /// heap creeps up call after call (a JavaScript or Python engine) gets a fresh
+    /// instance instead of reaching the cap and trapping.
     /// Blocking: call from a blocking context.
     pub(super) fn call<R>(
         &self,
@@ -133,7 +140,7 @@ impl StageInstance {
             state.flush_output();
             state.scrub = KnownSecrets::new();
             state.limiter.memory_bytes = limits.memory_bytes;
-            state.limiter.peak <= limits.memory_bytes
+            state.limiter.peak <= limits.memory_bytes / RECYCLE_SHARE.1 * RECYCLE_SHARE.0
         };
         let give_back = |live: Live| {
             if keep {

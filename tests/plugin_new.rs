@@ -2,8 +2,9 @@
 //! own test with no edits; for one stage per language it also builds into a component
 //! that `airlock plugin check` loads and `airlock plugin run --expect` replays.
 //!
-//! Rust projects build offline against this checkout's SDK (the workspace lock is copied
-//! in), sharing one target folder (`target/plugin-new`) so the SDK compiles once. The
+//! Rust projects build against this checkout's SDK with the workspace's lock copied in
+//! (the same versions, from the cargo cache the workspace build filled), sharing one
+//! target folder (`target/plugin-new`) so the SDK compiles once. The
 //! JavaScript project installs its pinned jco from the npm cache the test command warmed;
 //! the Python project installs its pinned componentize-py from pip's cache the same way.
 
@@ -135,22 +136,13 @@ fn rust_projects_pass_their_tests_and_build_into_components() {
     for stage in ["policy", "redaction", "content", "naming"] {
         let dir = scaffold(&ws, &format!("rust-{stage}"), stage, "rust");
         run(
-            &mut cargo(&dir, &["test", "--offline"]),
+            &mut cargo(&dir, &["test"]),
             &format!("cargo test ({stage})"),
         );
     }
     let dir = ws.dir.path().join("rust-policy");
     run(
-        &mut cargo(
-            &dir,
-            &[
-                "build",
-                "--offline",
-                "--release",
-                "--target",
-                "wasm32-wasip2",
-            ],
-        ),
+        &mut cargo(&dir, &["build", "--release", "--target", "wasm32-wasip2"]),
         "cargo build (policy)",
     );
     let wasm = support::root().join("target/plugin-new/wasm32-wasip2/release/rust_policy.wasm");

@@ -234,51 +234,47 @@ impl Airlock {
         };
         let live = inner.session(&options.agent, &entry.service).await?;
 
-        // Progress: count it, pass it to the caller, and publish it as events.
+        // Progress: count it, pass it to the caller, and publish it as events. Drained
+        // in this task, beside the call (no task of its own, so no wake-up of another
+        // worker per call); it ends when the call has returned and dropped its sender.
         let (tx, mut rx) = mpsc::unbounded_channel::<ProgressUpdate>();
-        let forward = {
-            let caller = options.progress.clone();
-            let events = inner.events.clone();
-            let airlock = self.clone();
-            let (agent, svc, tool) = (
-                options.agent.clone(),
-                entry.service.clone(),
-                entry.name.clone(),
-            );
-            tokio::spawn(async move {
-                let mut seen = 0usize;
-                while let Some(mut update) = rx.recv().await {
-                    seen += 1;
-                    // A progress message leaves Airlock: it passes the egress rule.
-                    if let Some(message) = update.message.take() {
-                        update.message = Some(airlock.inner.redact_text(&svc, &message).await);
-                    }
-                    let _ = events.send(Event::Progress {
-                        agent: agent.clone(),
-                        service: svc.clone(),
-                        tool: tool.clone(),
-                        progress: update.progress,
-                        total: update.total,
-                        message: update.message.clone(),
-                    });
-                    if let Some(caller) = &caller {
-                        let _ = caller.send(update);
-                    }
+        let forward = async {
+            let caller = options.progress.as_ref();
+            let mut seen = 0usize;
+            while let Some(mut update) = rx.recv().await {
+                seen += 1;
+                // A progress message leaves Airlock: it passes the egress rule.
+                if let Some(message) = update.message.take() {
+                    update.message = Some(inner.redact_text(&entry.service, &message).await);
                 }
-                seen
-            })
+                inner.emit(Event::Progress {
+                    agent: options.agent.clone(),
+                    service: entry.service.clone(),
+                    tool: entry.name.clone(),
+                    progress: update.progress,
+                    total: update.total,
+                    message: update.message.clone(),
+                });
+                if let Some(caller) = caller {
+                    let _ = caller.send(update);
+                }
+            }
+            seen
         };
         let control = CallControl {
             timeout: Some(options.timeout.unwrap_or(service.config.tool_timeout)),
             cancel: options.cancel.clone(),
             progress: Some(tx),
         };
-        let reply = live
-            .session
-            .call_tool(&entry.raw_name, arguments, control)
-            .await;
-        drop(live);
-        let progress_seen = forward.await.unwrap_or(0);
+        let call = async {
+            let reply = live
+                .session
+                .call_tool(&entry.raw_name, arguments, control)
+                .await;
+            drop(live);
+            reply
+        };
+        let (reply, progress_seen) = tokio::join!(call, forward);
         let reply = match reply {
             Ok(reply) => reply,
             Err(e) => return Err(inner.redact_error(&entry.service, e).await),

@@ -184,34 +184,31 @@ async fn call_catalog(
 ) -> CallToolResult {
     let token = ctx.meta.get_progress_token();
     let (tx, mut rx) = mpsc::unbounded_channel::<ProgressUpdate>();
-    let forward = token.map(|token| {
-        let peer = ctx.peer.clone();
-        tokio::spawn(async move {
-            while let Some(update) = rx.recv().await {
-                let param: Result<ProgressNotificationParam, _> = serde_json::from_value(json!({
-                    "progressToken": token,
-                    "progress": update.progress,
-                    "total": update.total,
-                    "message": update.message,
-                }));
-                if let Ok(param) = param {
-                    let _ = peer.notify_progress(param).await;
-                }
+    // The client's progress, relayed in this task beside the call (no task of its own);
+    // it ends once the call has returned and dropped its sender, so every progress
+    // notification goes out before the result.
+    let forward = async {
+        let Some(token) = &token else { return };
+        while let Some(update) = rx.recv().await {
+            let param: Result<ProgressNotificationParam, _> = serde_json::from_value(json!({
+                "progressToken": token,
+                "progress": update.progress,
+                "total": update.total,
+                "message": update.message,
+            }));
+            if let Ok(param) = param {
+                let _ = ctx.peer.notify_progress(param).await;
             }
-        })
-    });
+        }
+    };
     let options = CallOptions {
         agent: agent.to_string(),
         cancel: Some(ctx.ct.clone()),
-        progress: forward.is_some().then_some(tx),
+        progress: token.is_some().then_some(tx),
         preview: Some(gateway.options.preview),
         ..Default::default()
     };
-    let outcome = gateway.airlock.call_with(name, arguments, options).await;
-    if let Some(forward) = forward {
-        // Every progress notification goes out before the result.
-        let _ = forward.await;
-    }
+    let (outcome, ()) = tokio::join!(gateway.airlock.call_with(name, arguments, options), forward);
     match outcome {
         Ok(out) => results::from_output(&out),
         Err(e) => results::from_error(&e),

@@ -211,20 +211,32 @@ fn run(
 /// each renamed into place and its record written (a record always names a text that
 /// is on disk). One outcome per job.
 fn write_batch(outputs: &Dir, jobs: &[Job]) -> Vec<std::io::Result<()>> {
-    let staged: Vec<std::io::Result<(Dir, cap_std::fs::File)>> = jobs
+    // Each service's folder is made and opened once per batch, not once per result.
+    let mut dirs: HashMap<&str, std::io::Result<Dir>> = HashMap::new();
+    for job in jobs {
+        dirs.entry(job.dir_name.as_str())
+            .or_insert_with(|| open_service_dir(outputs, &job.dir_name));
+    }
+    let staged: Vec<std::io::Result<(&Dir, cap_std::fs::File)>> = jobs
         .iter()
         .map(|job| {
-            let dir = open_service_dir(outputs, &job.dir_name)?;
+            let dir = dirs[job.dir_name.as_str()]
+                .as_ref()
+                .map_err(|e| std::io::Error::new(e.kind(), e.to_string()))?;
             let mut file = dir.create(format!("{}.tmp", job.id))?;
             file.write_all(job.text.as_bytes())?;
             Ok((dir, file))
         })
         .collect();
-    // `syncfs` needs a descriptor opened for I/O: the `outputs` directory handle is
-    // `O_PATH` (cap-std), on which it fails, so it is given one of the files just
-    // written (all on the same filesystem).
-    let files: Vec<&cap_std::fs::File> = staged.iter().flatten().map(|(_, f)| f).collect();
-    let synced_all = files.len() > 1 && sync_filesystem(files[0]);
+    // One `syncfs` for two or more files (one `fsync` is cheaper for a single file).
+    // It needs a descriptor opened for I/O: the `outputs` directory handle is `O_PATH`
+    // (cap-std), on which it fails, so it is given a file just written (all the batch's
+    // files are on that filesystem).
+    let mut written = staged.iter().flatten().map(|(_, file)| file);
+    let synced_all = match (written.next(), written.next()) {
+        (Some(first), Some(_)) => sync_filesystem(first),
+        _ => false,
+    };
     jobs.iter()
         .zip(staged)
         .map(|(job, staged)| {
@@ -233,7 +245,7 @@ fn write_batch(outputs: &Dir, jobs: &[Job]) -> Vec<std::io::Result<()>> {
                 file.sync_all()?;
             }
             drop(file);
-            place(&dir, &job.id, &job.record)
+            place(dir, &job.id, &job.record)
         })
         .collect()
 }
@@ -309,10 +321,11 @@ mod tests {
         assert!(sync_filesystem(&file), "syncfs failed on a written file");
     }
 
-    /// Every result of a stream is on disk and indexed after a flush, each text and
-    /// record in place.
+    /// Every result of a stream, over two services, is on disk and indexed after a
+    /// flush, each text and record in place in its service's folder.
     #[test]
     fn a_stream_of_results_lands_whole() {
+        const SERVICES: [&str; 2] = ["svc", "other"];
         struct Count(Mutex<usize>);
         impl ResultIndex for Count {
             fn index(&self, batch: &[(String, Retained)]) {
@@ -328,27 +341,28 @@ mod tests {
             .unwrap();
         rt.block_on(async {
             for i in 0..300 {
-                let record = Retained {
-                    output_id: Some(format!("id{i}")),
-                    size: 8,
-                    digest: String::new(),
-                    complete: true,
-                    redacted: false,
-                    not_retained_reason: None,
-                    agent: None,
-                };
-                let text = Arc::new(format!("text {i:03}"));
+                let service = SERVICES[i % 2];
+                let text = format!("text {i:03}");
+                let (mut record, _) = super::super::describe(None, &text, false, 64);
+                record.output_id = Some(format!("id{i}"));
                 writer
-                    .submit("svc".into(), "svc", format!("id{i}"), record, text)
+                    .submit(
+                        service.into(),
+                        service,
+                        format!("id{i}"),
+                        record,
+                        Arc::new(text),
+                    )
                     .await;
             }
             writer.flush().await;
         });
         assert_eq!(*index.0.lock().unwrap(), 300);
         for i in [0, 150, 299] {
-            let text = dir.read_to_string(format!("svc/id{i}.txt")).unwrap();
+            let service = SERVICES[i % 2];
+            let text = dir.read_to_string(format!("{service}/id{i}.txt")).unwrap();
             assert_eq!(text, format!("text {i:03}"));
-            assert!(dir.exists(format!("svc/id{i}.json")));
+            assert!(dir.exists(format!("{service}/id{i}.json")));
         }
         assert!(writer.shared.pending.lock().unwrap().is_empty());
     }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command. Installs everything the tests need — the wasm32-wasip2 target, the
 # npm reference servers (tests/peers, pinned by package-lock.json), the Python MCP SDK
-# (tests/.venv, pinned by requirements.txt) and the JavaScript plugin's pinned jco
+# (tests/.venv, pinned by requirements.txt, with Playwright), Debian's Chromium (the console's
+# browser test) and the JavaScript plugin's pinned jco
 # (plugins/policy-js) — builds that plugin from source, then runs every test.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,6 +19,15 @@ if [ ! -x tests/.venv/bin/python ]; then
     python3 -m venv tests/.venv
 fi
 tests/.venv/bin/pip install --quiet --disable-pip-version-check -r tests/peers/python/requirements.txt
+
+echo "== Chromium, for the operator console's browser test (tests/console.rs)"
+if ! command -v chromium >/dev/null 2>&1; then
+    sudo=""
+    if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null
+fi
+chromium --version
 
 echo "== the JavaScript policy plugin, built from source (plugins/policy-js)"
 scripts/build-js-plugin.sh

@@ -153,6 +153,16 @@ pub enum Event {
         /// Whether the agent now holds the grant.
         granted: bool,
     },
+    /// A tool call began (its service is known and the call goes ahead to access checks,
+    /// policy and the server). Every `call_started` is followed by one `tool_called`.
+    CallStarted {
+        /// The agent.
+        agent: String,
+        /// The service.
+        service: String,
+        /// The qualified tool name.
+        tool: String,
+    },
     /// A tool call finished.
     ToolCalled {
         /// The agent.
@@ -171,6 +181,8 @@ pub enum Event {
         size: Option<usize>,
         /// Whether anything was redacted.
         redacted: bool,
+        /// The retained output's id (page it with `read_output_as`), when it was kept.
+        output_id: Option<String>,
     },
     /// A policy decided about a call or its result (enforced or audited).
     PolicyDecided {

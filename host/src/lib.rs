@@ -43,8 +43,8 @@ pub mod transport;
 pub use airlock::{
     AccessCheck, AccessMode, AccessOptions, AccessRefused, AccessRequest, Airlock, AirlockOptions,
     Approval, ApprovalRequest, Approver, CallOptions, CallOutput, DEFAULT_AGENT,
-    DEFAULT_MAX_SESSIONS, Redaction, RememberArguments, ServiceReport, ServiceStatus, StartError,
-    TestReport, call_json,
+    DEFAULT_MAX_SESSIONS, PluginSlot, Redaction, RememberArguments, ServicePlugins, ServiceReport,
+    ServiceStatus, SessionInfo, StartError, TestReport, call_json,
 };
 pub use error::{CallError, ErrorCode};
 pub use events::Event;

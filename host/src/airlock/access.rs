@@ -200,11 +200,12 @@ impl Airlock {
         Ok(())
     }
 
-    /// The tools `agent` may see: every tool in open mode, else those of granted
-    /// services.
+    /// The tools `agent` may see: every tool of an enabled service in open mode, else
+    /// those of granted services.
     pub fn tools_for(&self, agent: &str) -> Vec<CatalogTool> {
         self.tools()
             .into_iter()
+            .filter(|t| self.inner.service(&t.service).is_some_and(|s| s.enabled()))
             .filter(|t| self.inner.granted(agent, &t.service).unwrap_or(false))
             .collect()
     }

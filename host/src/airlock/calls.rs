@@ -156,23 +156,30 @@ impl Airlock {
                     format!("no tool named \"{tool}\"{hint}"),
                 ))
             }
-            Some(entry) => self
-                .run_call(&entry, arguments, &options, started)
-                .await
-                .map_err(|e| (e, entry.service.clone()))
-                .map_err(|(e, service)| {
-                    self.inner.emit(Event::ToolCalled {
-                        agent: options.agent.clone(),
-                        service,
-                        tool: tool.to_string(),
-                        status: CallStatus::Failed(e.code),
-                        elapsed_ms: started.elapsed().as_millis() as u64,
-                        progress_seen: 0,
-                        size: None,
-                        redacted: false,
-                    });
-                    e
-                }),
+            Some(entry) => {
+                self.inner.emit_with(|| Event::CallStarted {
+                    agent: options.agent.clone(),
+                    service: entry.service.clone(),
+                    tool: tool.to_string(),
+                });
+                self.run_call(&entry, arguments, &options, started)
+                    .await
+                    .map_err(|e| (e, entry.service.clone()))
+                    .map_err(|(e, service)| {
+                        self.inner.emit(Event::ToolCalled {
+                            agent: options.agent.clone(),
+                            service,
+                            tool: tool.to_string(),
+                            status: CallStatus::Failed(e.code),
+                            elapsed_ms: started.elapsed().as_millis() as u64,
+                            progress_seen: 0,
+                            size: None,
+                            redacted: false,
+                            output_id: None,
+                        });
+                        e
+                    })
+            }
         };
         if let Ok(out) = &outcome {
             self.inner.emit(Event::ToolCalled {
@@ -188,6 +195,7 @@ impl Airlock {
                 progress_seen: out.progress_seen,
                 size: Some(out.retained.size),
                 redacted: out.retained.redacted,
+                output_id: out.retained.output_id.clone(),
             });
         }
         outcome
@@ -355,7 +363,7 @@ impl super::Inner {
             // A failed service (its plugins refused, its definition needing repair, or
             // its server unreachable or refusing Airlock's credentials) has no catalog:
             // a call to one of its tools says why, rather than "unknown tool".
-            if !service.config.enabled {
+            if !service.enabled() {
                 return None;
             }
             let reason = service.health().failed.clone()?;

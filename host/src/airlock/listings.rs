@@ -46,7 +46,7 @@ impl Inner {
             None => Ok(self
                 .services
                 .iter()
-                .filter(|(_, s)| s.config.enabled && s.pipeline.is_some())
+                .filter(|(_, s)| s.enabled() && s.pipeline.is_some())
                 .map(|(n, _)| n.clone())
                 .collect()),
         }

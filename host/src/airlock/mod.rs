@@ -14,6 +14,7 @@ mod access;
 mod approvals;
 mod calls;
 mod egress;
+mod inventory;
 mod listings;
 mod policy;
 mod report;
@@ -29,6 +30,7 @@ use tokio::sync::broadcast;
 pub use access::{AccessCheck, AccessMode, AccessOptions, AccessRefused, AccessRequest};
 pub use approvals::{Approval, ApprovalRequest, Approver, RememberArguments};
 pub use calls::{CallOptions, CallOutput, Redaction, call_json};
+pub use inventory::{PluginSlot, ServicePlugins, SessionInfo};
 pub use report::{ServiceReport, ServiceStatus, TestReport};
 pub use start::StartError;
 
@@ -112,9 +114,16 @@ struct Service {
     pipeline: Option<Arc<ServicePipeline>>,
     secrets: RwLock<KnownSecrets>,
     health: Mutex<Health>,
+    /// Disabled while running (`Airlock::set_enabled`), on top of the config.
+    paused: std::sync::atomic::AtomicBool,
 }
 
 impl Service {
+    /// Whether the service may be used: enabled in its config and not disabled since.
+    fn enabled(&self) -> bool {
+        self.config.enabled && !self.paused.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The known secrets to redact from this service's output and diagnostics.
     fn secrets(&self) -> KnownSecrets {
         self.secrets.read().expect("secrets lock poisoned").clone()
@@ -249,6 +258,14 @@ impl Inner {
 
     fn emit(&self, event: Event) {
         let _ = self.events.send(event);
+    }
+
+    /// Emits the event `make` builds, building it only when someone listens (for
+    /// events on every call's path).
+    fn emit_with(&self, make: impl FnOnce() -> Event) {
+        if self.events.receiver_count() > 0 {
+            let _ = self.events.send(make());
+        }
     }
 
     /// `error` (from `service`'s server or session) with the service's known secrets

@@ -71,6 +71,9 @@ pub struct ServiceReport {
     /// Its state.
     #[serde(flatten)]
     pub status: ServiceStatus,
+    /// How Airlock reaches it: `stdio` or `http` (streamable HTTP, or legacy SSE when
+    /// `server.transport` says so).
+    pub transport: &'static str,
     /// What the server said about itself in the latest handshake.
     pub server: Option<ServerIdentity>,
     /// The file defining it, or `registry:user` / `registry:project` for services managed
@@ -93,7 +96,7 @@ pub struct TestReport {
 }
 
 impl Inner {
-    fn tool_count(&self, service: &str) -> usize {
+    pub(super) fn tool_count(&self, service: &str) -> usize {
         self.cataloger
             .read()
             .tools()
@@ -106,7 +109,7 @@ impl Inner {
         let live = self.pool.live_count(name);
         let tools = self.tool_count(name);
         let health = service.health();
-        let status = if !service.config.enabled {
+        let status = if !service.enabled() {
             ServiceStatus::Disabled
         } else if let Some(reason) = health.untested.as_ref().filter(|_| live == 0) {
             ServiceStatus::Untested {
@@ -129,6 +132,10 @@ impl Inner {
         ServiceReport {
             service: name.to_string(),
             status,
+            transport: match service.config.transport {
+                crate::config::Transport::Stdio { .. } => "stdio",
+                crate::config::Transport::Http { .. } => "http",
+            },
             server: health.identity.clone(),
             source: service.config.source.clone(),
         }
@@ -203,7 +210,7 @@ impl super::Airlock {
         let inner = &self.inner;
         let mut lines = Vec::new();
         for (name, service) in &inner.services {
-            let usable = service.config.enabled
+            let usable = service.enabled()
                 && service.pipeline.is_some()
                 && inner
                     .authorize(&super::AccessRequest::Service {

@@ -177,7 +177,7 @@ impl Inner {
         let service = self
             .service(service_name)
             .ok_or_else(|| unavailable(format!("no service named \"{service_name}\"")))?;
-        if !service.config.enabled {
+        if !service.enabled() {
             return Err(unavailable(format!(
                 "service \"{service_name}\" is disabled"
             )));

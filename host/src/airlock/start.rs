@@ -89,44 +89,7 @@ impl Airlock {
         };
         let airlock = Airlock::prepare(config, options).await?;
         let inner = airlock.inner.clone();
-        let outcome = async {
-            let live = inner
-                .session(DEFAULT_AGENT, &name)
-                .await
-                .map_err(|e| e.message)?;
-            let tools = live.session.list_tools().await.map_err(|e| e.to_string())?;
-            check_limits(&tools).map_err(|e| e.to_string())?;
-            // Server metadata leaves through the egress rule, to the registry too.
-            let tools = match inner
-                .redact_value(&name, serde_json::Value::Array(tools))
-                .await
-            {
-                serde_json::Value::Array(tools) => tools,
-                _ => Vec::new(),
-            };
-            let identity = live.session.identity().clone();
-            let service = &inner.services[&name];
-            inner
-                .registry
-                .save_catalog(&StoredCatalog {
-                    service: name.clone(),
-                    launch_digest: service.config.launch_digest(),
-                    tested_at: inner.registry.now().map_err(|e| e.to_string())?,
-                    protocol_version: identity.protocol_version.clone(),
-                    server_name: identity.name.clone(),
-                    server_version: identity.version.clone(),
-                    transport: identity.transport.as_str().to_string(),
-                    tools: tools.clone(),
-                })
-                .map_err(|e| e.to_string())?;
-            Ok::<_, String>(TestReport {
-                service: name.clone(),
-                verified: true,
-                server: identity,
-                tools,
-            })
-        }
-        .await;
+        let outcome = inner.test_catalog(&name).await;
         let secrets = inner.services[&name].secrets();
         airlock.close().await;
         outcome.map_err(|reason| StartError::Test {
@@ -195,6 +158,7 @@ impl Airlock {
                     pipeline,
                     secrets: RwLock::new(secrets),
                     health: Mutex::new(health),
+                    paused: Default::default(),
                 };
                 (name.clone(), service)
             })
@@ -319,6 +283,46 @@ impl Inner {
 
     /// Names `listed` (MCP tool JSON) under the service's frozen namespace and replaces
     /// its catalog entries. Returns the tool count.
+    /// Tests `name` as `airlock servers test` does: the default agent's session (opened
+    /// if needed), its tool list read (running none) and checked, passed through the
+    /// egress rule, and saved as the service's tested catalog under its launch digest.
+    pub(super) async fn test_catalog(&self, name: &str) -> Result<TestReport, String> {
+        let live = self
+            .session(DEFAULT_AGENT, name)
+            .await
+            .map_err(|e| e.message)?;
+        let tools = live.session.list_tools().await.map_err(|e| e.to_string())?;
+        check_limits(&tools).map_err(|e| e.to_string())?;
+        // Server metadata leaves through the egress rule, to the registry too.
+        let tools = match self
+            .redact_value(name, serde_json::Value::Array(tools))
+            .await
+        {
+            serde_json::Value::Array(tools) => tools,
+            _ => Vec::new(),
+        };
+        let identity = live.session.identity().clone();
+        let service = &self.services[name];
+        self.registry
+            .save_catalog(&StoredCatalog {
+                service: name.to_string(),
+                launch_digest: service.config.launch_digest(),
+                tested_at: self.registry.now().map_err(|e| e.to_string())?,
+                protocol_version: identity.protocol_version.clone(),
+                server_name: identity.name.clone(),
+                server_version: identity.version.clone(),
+                transport: identity.transport.as_str().to_string(),
+                tools: tools.clone(),
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(TestReport {
+            service: name.to_string(),
+            verified: true,
+            server: identity,
+            tools,
+        })
+    }
+
     pub(super) async fn name_tools(
         &self,
         name: &str,

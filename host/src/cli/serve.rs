@@ -45,6 +45,9 @@ pub struct ServeArgs {
     /// Allow a non-loopback --http address (bearer tokens are then required).
     #[arg(long)]
     pub allow_remote: bool,
+    /// Require a bearer token on loopback too (for /mcp and the /console login).
+    #[arg(long)]
+    pub require_token: bool,
     /// Host names accepted in Host and Origin headers when serving remotely. Repeatable.
     #[arg(long = "allowed-host", value_name = "HOST")]
     pub allowed_hosts: Vec<String>,
@@ -135,6 +138,7 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode, String> {
         Some(addr) => {
             let mut http = HttpOptions::new(addr);
             http.allow_remote = args.allow_remote;
+            http.require_token = args.require_token;
             http.allowed_hosts = args.allowed_hosts.clone();
             http.max_sessions = args.max_sessions;
             http.session_idle = Duration::from_secs(args.session_idle_secs.max(1));
@@ -142,6 +146,7 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode, String> {
             tokio::spawn(async move {
                 if let Ok(at) = at.await {
                     eprintln!("airlock serve: listening on http://{at}/mcp");
+                    eprintln!("airlock serve: operator console at http://{at}/console");
                 }
             });
             crate::gateway::serve_http(airlock, serve, http, &data_dir(cli), shutdown, Some(bound))

@@ -44,6 +44,8 @@ pub struct HttpOptions {
     /// Host names (besides loopback) accepted in `Host` and `Origin` when serving
     /// remotely.
     pub allowed_hosts: Vec<String>,
+    /// Whether a bearer token is required on loopback too (it always is remotely).
+    pub require_token: bool,
 }
 
 impl HttpOptions {
@@ -56,6 +58,7 @@ impl HttpOptions {
             session_idle: DEFAULT_SESSION_IDLE,
             max_body_bytes: MAX_MESSAGE_BYTES,
             allowed_hosts: Vec::new(),
+            require_token: false,
         }
     }
 }
@@ -90,17 +93,19 @@ pub enum HttpError {
 }
 
 /// What the request checks need.
-struct Guard {
+pub(super) struct Guard {
     loopback: bool,
-    default_agent: String,
-    tokens: TokenBook,
+    /// Whether every request needs a bearer token (remote, or `require_token`).
+    pub(super) token_required: bool,
+    pub(super) default_agent: String,
+    pub(super) tokens: TokenBook,
     allowed_hosts: Vec<String>,
     max_sessions: usize,
     sessions: Arc<LocalSessionManager>,
 }
 
 /// A refusal: `status` with a JSON-RPC error body naming what is wrong.
-fn refuse(status: StatusCode, code: i64, message: &str) -> Response {
+pub(super) fn refuse(status: StatusCode, code: i64, message: &str) -> Response {
     let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
     let mut response = (status, axum::Json(body)).into_response();
     if status == StatusCode::UNAUTHORIZED {
@@ -145,6 +150,21 @@ impl Guard {
 
     /// Checks `Host` and `Origin` (DNS rebinding), then the bearer token.
     fn check(&self, headers: &HeaderMap) -> Result<AuthenticatedAgent, Box<Response>> {
+        self.check_host_and_origin(headers)?;
+        match bearer_of(headers) {
+            Some(token) => self.agent_of_token(token),
+            None if !self.token_required => Ok(AuthenticatedAgent(self.default_agent.clone())),
+            None => Err(Box::new(refuse(
+                StatusCode::UNAUTHORIZED,
+                -32001,
+                "Unauthorized: a bearer token is required (Authorization: Bearer TOKEN)",
+            ))),
+        }
+    }
+
+    /// Refuses a request whose `Host` or `Origin` names a host this gateway does not
+    /// serve (DNS rebinding, cross-site requests).
+    pub(super) fn check_host_and_origin(&self, headers: &HeaderMap) -> Result<(), Box<Response>> {
         let host = headers
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
@@ -176,39 +196,40 @@ impl Guard {
                 )));
             }
         }
-        let bearer = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|h| h.to_str().ok())
-            .and_then(|h| {
-                h.strip_prefix("Bearer ")
-                    .or_else(|| h.strip_prefix("bearer "))
-            })
-            .map(str::trim);
-        match bearer {
-            Some(token) => match self.tokens.agent_of(token) {
-                Ok(Some(agent)) => Ok(AuthenticatedAgent(agent)),
-                Ok(None) => Err(Box::new(refuse(
-                    StatusCode::UNAUTHORIZED,
-                    -32001,
-                    "Unauthorized: the bearer token is not valid",
-                ))),
-                Err(e) => {
-                    tracing::error!("cannot check a bearer token: {e}");
-                    Err(Box::new(refuse(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        -32603,
-                        "the gateway cannot check tokens right now",
-                    )))
-                }
-            },
-            None if self.loopback => Ok(AuthenticatedAgent(self.default_agent.clone())),
-            None => Err(Box::new(refuse(
+        Ok(())
+    }
+
+    /// The agent a bearer token names; 401 for an unknown token.
+    pub(super) fn agent_of_token(&self, token: &str) -> Result<AuthenticatedAgent, Box<Response>> {
+        match self.tokens.agent_of(token) {
+            Ok(Some(agent)) => Ok(AuthenticatedAgent(agent)),
+            Ok(None) => Err(Box::new(refuse(
                 StatusCode::UNAUTHORIZED,
                 -32001,
-                "Unauthorized: a bearer token is required (Authorization: Bearer TOKEN)",
+                "Unauthorized: the bearer token is not valid",
             ))),
+            Err(e) => {
+                tracing::error!("cannot check a bearer token: {e}");
+                Err(Box::new(refuse(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    -32603,
+                    "the gateway cannot check tokens right now",
+                )))
+            }
         }
     }
+}
+
+/// The token of an `Authorization: Bearer TOKEN` header.
+pub(super) fn bearer_of(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| {
+            h.strip_prefix("Bearer ")
+                .or_else(|| h.strip_prefix("bearer "))
+        })
+        .map(str::trim)
 }
 
 async fn guard(State(guard): State<Arc<Guard>>, mut request: Request, next: Next) -> Response {
@@ -233,7 +254,7 @@ async fn not_found() -> Response {
     refuse(
         StatusCode::NOT_FOUND,
         -32601,
-        "Not found: the MCP endpoint is /mcp",
+        "Not found: the MCP endpoint is /mcp (the operator console is /console)",
     )
 }
 
@@ -252,7 +273,7 @@ pub async fn serve_http(
         return Err(HttpError::RemoteNotAllowed(http.addr));
     }
     let tokens = TokenBook::open(data_dir).map_err(|e| HttpError::Tokens(e.to_string()))?;
-    if !loopback
+    if (!loopback || http.require_token)
         && tokens
             .list()
             .map_err(|e| HttpError::Tokens(e.to_string()))?
@@ -278,16 +299,20 @@ pub async fn serve_http(
     );
     let guard_state = Arc::new(Guard {
         loopback,
+        token_required: !loopback || http.require_token,
         default_agent: serve.agent.clone(),
         tokens,
         allowed_hosts: http.allowed_hosts.clone(),
         max_sessions: http.max_sessions.max(1),
         sessions,
     });
+    let console =
+        super::console::Console::start(gateway.airlock.clone(), data_dir, shutdown.clone());
     let app = axum::Router::new()
         .nest_service("/mcp", mcp)
-        .fallback(not_found)
-        .layer(middleware::from_fn_with_state(guard_state, guard));
+        .layer(middleware::from_fn_with_state(guard_state.clone(), guard))
+        .merge(super::console::router(console, guard_state))
+        .fallback(not_found);
     let listener = tokio::net::TcpListener::bind(http.addr)
         .await
         .map_err(|source| HttpError::Bind {

@@ -16,6 +16,7 @@
 //! agent-client trait), `registry`, `secrets` and `digest` (tokens), `results` (limits),
 //! `catalog` (tool types), `events`, `error`.
 
+mod console;
 mod downstream;
 mod handler;
 mod http;

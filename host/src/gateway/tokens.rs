@@ -48,7 +48,7 @@ fn fingerprint(token: &str) -> String {
     crate::digest::sha256(token.as_bytes())
 }
 
-fn valid_agent(agent: &str) -> bool {
+pub(crate) fn valid_agent(agent: &str) -> bool {
     !agent.is_empty()
         && agent.len() <= 64
         && agent

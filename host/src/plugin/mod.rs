@@ -31,7 +31,7 @@ pub use builtin::{BUILTIN_PLUGINS, builtin_bytes};
 pub use error::{PluginError, TrapKind};
 pub use instance::StageInstance;
 pub use pipeline::{
-    Processed, ServicePipeline, convert as run_content, convert_now, is_valid_name,
+    BoundPlugin, Processed, ServicePipeline, convert as run_content, convert_now, is_valid_name,
     namespace as run_namespace, plugin_secrets, qualify as run_qualify, qualify_now,
     redact as run_redaction, redact_now,
 };

@@ -20,6 +20,17 @@ pub struct Processed {
     pub marks: Vec<RedactionMark>,
 }
 
+/// One plugin bound to one stage of a service.
+#[derive(Clone)]
+pub struct BoundPlugin {
+    /// The stage it serves.
+    pub stage: super::Stage,
+    /// The loaded plugin (name, version, contract, digest).
+    pub plugin: Arc<super::LoadedPlugin>,
+    /// For a policy, whether it enforces or audits.
+    pub mode: Option<crate::config::PolicyMode>,
+}
+
 /// The plugins bound to one service.
 pub struct ServicePipeline {
     naming: Arc<StageInstance>,
@@ -85,6 +96,33 @@ impl ServicePipeline {
     /// The service's policy chain (empty when it has none).
     pub fn policy(&self) -> &PolicyChain {
         &self.policy
+    }
+
+    /// Every plugin bound to the service, in the order a call meets them: naming,
+    /// content, the redaction chain, then the policy chain (with its mode).
+    pub fn plugins(&self) -> Vec<BoundPlugin> {
+        use super::Stage;
+        let bound = |stage, instance: &Arc<StageInstance>, mode| BoundPlugin {
+            stage,
+            plugin: instance.plugin().clone(),
+            mode,
+        };
+        let mut out = vec![
+            bound(Stage::Naming, &self.naming, None),
+            bound(Stage::Content, &self.content, None),
+        ];
+        out.extend(
+            self.redaction
+                .iter()
+                .map(|r| bound(Stage::Redaction, r, None)),
+        );
+        out.extend(
+            self.policy
+                .links()
+                .iter()
+                .map(|l| bound(Stage::Policy, &l.stage, Some(l.mode))),
+        );
+        out
     }
 
     /// Asks the naming plugin for the service's namespace (called once per service).

@@ -115,6 +115,11 @@ impl PolicyChain {
         }
     }
 
+    /// The links, in the order they decide.
+    pub fn links(&self) -> &[PolicyLink] {
+        &self.links
+    }
+
     /// Whether the service has any policy.
     pub fn is_empty(&self) -> bool {
         self.links.is_empty()

@@ -251,6 +251,14 @@ impl Registry {
         let rows = stmt.query_map([agent], |r| r.get(0))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
+
+    /// Every grant, as (agent, service) pairs in agent then service order.
+    pub fn all_grants(&self) -> Result<Vec<(String, String)>, RegistryError> {
+        let db = self.db.lock().expect("registry lock poisoned");
+        let mut stmt = db.prepare("SELECT agent, service FROM grants ORDER BY agent, service")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
 }
 
 /// The error a row decoder returns for a stored value that does not decode (the

@@ -1,0 +1,225 @@
+//! The console's actions. Each is a POST that carries the session's CSRF token, calls the
+//! same library function as the CLI, leaves what happened (or the typed error's
+//! message) for the next page, and redirects back (303).
+
+use axum::Extension;
+use axum::extract::{Form, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+
+use super::ConsoleState;
+use super::auth::{CsrfForm, Flash, Operator};
+use super::pages::{refusal, segment};
+use crate::error::CallError;
+
+fn forged() -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        refusal("the form's CSRF token is missing or wrong; reload the page and try again"),
+    )
+        .into_response()
+}
+
+/// Leaves the outcome for the next page and redirects to `back`.
+fn done(
+    state: &ConsoleState,
+    operator: &Operator,
+    outcome: Result<String, CallError>,
+    back: &str,
+) -> Response {
+    let flash = match outcome {
+        Ok(text) => Flash {
+            failed: false,
+            text,
+        },
+        Err(e) => Flash {
+            failed: true,
+            text: format!("{} ({})", e.message, e.code.as_str()),
+        },
+    };
+    state.console.sessions.flash(operator, flash);
+    Redirect::to(back).into_response()
+}
+
+/// `POST /console/services/{name}/{test|enable|disable}`.
+pub(super) async fn service(
+    State(state): State<ConsoleState>,
+    Extension(operator): Extension<Operator>,
+    Path((name, action)): Path<(String, String)>,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    if !operator.csrf_matches(&form.csrf) {
+        return forged();
+    }
+    let airlock = &state.console.airlock;
+    let outcome = match action.as_str() {
+        "test" => airlock.test(&name).await.map(|report| {
+            format!(
+                "tested \"{name}\": {} {} on protocol {}, {} tools",
+                report.server.name,
+                report.server.version,
+                report.server.protocol_version,
+                report.tools.len()
+            )
+        }),
+        "enable" => airlock
+            .set_enabled(&name, true)
+            .await
+            .map(|()| format!("enabled \"{name}\"")),
+        "disable" => airlock.set_enabled(&name, false).await.map(|()| {
+            format!("disabled \"{name}\" until it is enabled again or the gateway restarts")
+        }),
+        other => {
+            return (
+                StatusCode::NOT_FOUND,
+                refusal(&format!("no service action \"{other}\"")),
+            )
+                .into_response();
+        }
+    };
+    done(&state, &operator, outcome, "/console/services")
+}
+
+/// `POST /console/sessions/{agent}/{service}/{disconnect|reset}`.
+pub(super) async fn session(
+    State(state): State<ConsoleState>,
+    Extension(operator): Extension<Operator>,
+    Path((agent, service, action)): Path<(String, String, String)>,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    if !operator.csrf_matches(&form.csrf) {
+        return forged();
+    }
+    let airlock = &state.console.airlock;
+    let outcome = match action.as_str() {
+        "disconnect" => {
+            airlock.disconnect(&agent, &service).await;
+            Ok(format!("disconnected agent \"{agent}\" from \"{service}\""))
+        }
+        "reset" => airlock
+            .reset(&agent, &service)
+            .await
+            .map(|()| format!("reset agent \"{agent}\"'s session with \"{service}\"")),
+        other => {
+            return (
+                StatusCode::NOT_FOUND,
+                refusal(&format!("no session action \"{other}\"")),
+            )
+                .into_response();
+        }
+    };
+    done(&state, &operator, outcome, "/console/services")
+}
+
+/// What the grants form sends.
+#[derive(Deserialize)]
+pub(super) struct GrantForm {
+    #[serde(default)]
+    csrf: String,
+    agent: String,
+    service: String,
+    action: String,
+}
+
+/// `POST /console/grants`: grant or revoke (a revoke also closes the agent's session).
+pub(super) async fn grant(
+    State(state): State<ConsoleState>,
+    Extension(operator): Extension<Operator>,
+    Form(form): Form<GrantForm>,
+) -> Response {
+    if !operator.csrf_matches(&form.csrf) {
+        return forged();
+    }
+    let airlock = &state.console.airlock;
+    let (agent, service) = (form.agent.trim(), form.service.as_str());
+    let outcome = match form.action.as_str() {
+        "grant" if crate::gateway::tokens::valid_agent(agent) => airlock
+            .grant(agent, service)
+            .map(|()| format!("granted \"{service}\" to agent \"{agent}\"")),
+        "grant" => Err(CallError::new(
+            crate::ErrorCode::InvalidArguments,
+            format!(
+                "invalid agent name {agent:?}: use 1 to 64 letters, digits, '_', '-', '.' or '@'"
+            ),
+        )),
+        "revoke" => airlock
+            .revoke(agent, service)
+            .await
+            .map(|()| format!("revoked agent \"{agent}\"'s grant of \"{service}\"")),
+        other => {
+            return (
+                StatusCode::BAD_REQUEST,
+                refusal(&format!("no grant action \"{other}\"")),
+            )
+                .into_response();
+        }
+    };
+    done(&state, &operator, outcome, "/console/grants")
+}
+
+/// `POST /console/approvals/{id}/revoke`: forgets a remembered approval.
+pub(super) async fn revoke_approval(
+    State(state): State<ConsoleState>,
+    Extension(operator): Extension<Operator>,
+    Path(id): Path<i64>,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    if !operator.csrf_matches(&form.csrf) {
+        return forged();
+    }
+    let outcome = state.console.airlock.revoke_approval(id).map(|had| {
+        if had {
+            format!("forgot approval {id}; the calls it covered are asked about again")
+        } else {
+            format!("there was no approval {id}")
+        }
+    });
+    done(&state, &operator, outcome, "/console/grants")
+}
+
+/// `POST /console/output/{agent}/{service}/{id}/save`: exports the whole output into
+/// `<data dir>/artifacts/<service>-<id>/`, as `airlock output --save` does.
+pub(super) async fn save_output(
+    State(state): State<ConsoleState>,
+    Extension(operator): Extension<Operator>,
+    Path((agent, service, id)): Path<(String, String, String)>,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    if !operator.csrf_matches(&form.csrf) {
+        return forged();
+    }
+    let console = state.console.clone();
+    let folder = console
+        .artifacts
+        .join(format!("{}-{}", segment(&service), segment(&id)));
+    let (a, s, i) = (agent.clone(), service.clone(), id.clone());
+    // Exporting writes and syncs files: off the runtime's threads.
+    let outcome = tokio::task::spawn_blocking(move || {
+        console
+            .airlock
+            .export_output(&a, &s, &i, &folder, None)
+            .map(|export| {
+                format!(
+                    "saved {} bytes ({}) to {}",
+                    export.size,
+                    export.digest,
+                    folder.display()
+                )
+            })
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(CallError::new(
+            crate::ErrorCode::ToolError,
+            format!("saving the output failed: {e}"),
+        ))
+    });
+    let back = format!(
+        "/console/output/{}/{}/{}",
+        segment(&agent),
+        segment(&service),
+        segment(&id)
+    );
+    done(&state, &operator, outcome, &back)
+}

@@ -1,0 +1,373 @@
+//! The operator console (`/console` on `airlock serve --http`) as an operator uses it: in
+//! Debian's Chromium, driven headless by Playwright, while the Python SDK client calls
+//! through the same gateway; and the refusals it owes a request without a token, with a
+//! token of another agent, from another origin, or without the form's CSRF token.
+
+mod support;
+
+use std::process::Command;
+
+use serde_json::Value;
+use support::{FIXTURE_SECRET, HttpGateway, Workspace, python, python_server, secret_entry};
+
+/// The console's base URL (`http://127.0.0.1:PORT`) from the gateway's `/mcp` URL.
+fn base_of(gateway: &HttpGateway) -> String {
+    gateway.url.trim_end_matches("/mcp").to_string()
+}
+
+#[test]
+fn the_console_in_a_real_browser() {
+    // An audit policy on fx: its decisions show on the grants and policy page.
+    let ws = Workspace::new(&secret_entry(
+        "fx",
+        "adapters = { policy = \"builtin:policy\" }\n\
+         adapter_config = { policy = { deny = [\"big_*\"], mode = \"audit\" } }",
+    ));
+    let (made, _) = ws.json(&["--agent", "alice", "serve", "tokens", "add"], &[]);
+    let token = made["token"].as_str().expect("a token").to_string();
+    let out = ws.run(&["--agent", "alice", "grants", "add", "fx"], &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let gateway = HttpGateway::start(&ws, &["--access", "grants"]);
+    // The screenshots the README shows are the ones this test takes.
+    let shots = support::root().join("docs/console");
+    let out = Command::new(python())
+        .arg(python_server("console_browser.py"))
+        .args(["--base", &base_of(&gateway), "--token", &token])
+        .args(["--secret", FIXTURE_SECRET])
+        .arg("--shots")
+        .arg(&shots)
+        .output()
+        .expect("run console_browser.py");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the browser script failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.trim()).expect("one JSON report");
+
+    // 1-2. The console opened on loopback without a token and showed fx connected.
+    assert!(
+        report["services"]["url"]
+            .as_str()
+            .unwrap()
+            .ends_with("/console/services")
+    );
+    assert_eq!(report["services"]["fx_state"], "connected", "{report:#}");
+    assert_ne!(report["services"]["fx_tools"], "—");
+    assert_eq!(report["services"]["fx_catalog"], "fresh");
+
+    // 3. Both calls appeared live (no reload), as alice's, with sizes and the badge.
+    let calls = &report["calls"];
+    assert_eq!(calls["reloaded"], false, "{report:#}");
+    assert_eq!(calls["leak"]["agent"], "alice");
+    assert_eq!(calls["leak"]["redacted_badge"], 1, "{report:#}");
+    assert_eq!(calls["big"]["redacted_badge"], 0);
+    assert!(calls["leak"]["size"].as_str().unwrap().ends_with(" B"));
+    assert_eq!(calls["big"]["size"], "146.5 KiB", "{report:#}");
+    let running = calls["running_progress"].as_str().unwrap();
+    assert!(
+        running.contains(" / 20") && running.contains("step"),
+        "{running}"
+    );
+    assert_eq!(calls["worked"]["text"], "done");
+    let leaked = calls["client_saw_leak"]["text"].as_str().unwrap();
+    assert!(leaked.contains("[REDACTED:"), "{leaked}");
+
+    // 4. The redacted output lists its marks; the large one pages to its end, whole.
+    let marks = report["leak_output"]["marks"].as_array().unwrap();
+    assert!(!marks.is_empty(), "{report:#}");
+    assert!(marks[0].as_str().unwrap().contains("secret"), "{marks:?}");
+    let big = &report["big_output"];
+    assert!(big["pages"].as_u64().unwrap() >= 3, "{report:#}");
+    assert_eq!(big["chars"], 150_000);
+    assert_eq!(big["all_x"], true);
+    assert_eq!(big["end_shown"], 1);
+    assert!(big["range"].as_str().unwrap().ends_with("150000"), "{big}");
+    let saved = report["saved"].as_str().unwrap();
+    assert!(saved.starts_with("saved 150000 bytes"), "{saved}");
+    let artifacts = ws.data().join("artifacts");
+    let exported: Vec<_> = support::files_under(&artifacts);
+    assert_eq!(exported.len(), 1, "{exported:?}");
+    assert_eq!(std::fs::metadata(&exported[0]).unwrap().len(), 150_000);
+
+    // 5. The grant was revoked in the console, and alice's next call was refused.
+    assert_eq!(report["grant_before"], "true");
+    assert_eq!(report["grant_after"], "false", "{report:#}");
+    assert!(report["revoke_flash"].as_str().unwrap().contains("revoked"));
+    let after = &report["after_revoke"];
+    assert_eq!(after["is_error"], true, "{report:#}");
+    assert!(!after["text"].as_str().unwrap().contains("hi"), "{after}");
+
+    // The audit policy's decision about big_text is listed (and did not stop the call).
+    let decisions = report["decisions"].as_array().unwrap();
+    assert!(
+        decisions.iter().any(|d| {
+            let d = d.as_str().unwrap();
+            d.contains("mcp__fx__big_text") && d.contains("deny") && d.contains("audit")
+        }),
+        "{decisions:?}"
+    );
+
+    // The plugins page names the bundled plugins and the limits.
+    let fx = report["plugins"]["fx"].as_array().unwrap();
+    assert!(fx.len() >= 3, "{fx:?}");
+    assert!(fx.iter().any(|r| r.as_str().unwrap().contains("redaction")));
+    assert!(fx.iter().any(|r| {
+        let r = r.as_str().unwrap();
+        r.contains("policy") && r.contains("audit")
+    }));
+    assert!(
+        report["plugins"]["limits"]
+            .as_str()
+            .unwrap()
+            .contains("ms per call")
+    );
+
+    // No page showed the service's credential.
+    assert_eq!(report["pages_checked"], 6);
+    assert_eq!(report["secret_seen"], false);
+    for page in ["services", "calls", "output", "grants", "plugins"] {
+        let png = shots.join(format!("{page}.png"));
+        let bytes = std::fs::read(&png).unwrap_or_else(|e| panic!("{}: {e}", png.display()));
+        assert!(
+            bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000,
+            "{page}.png"
+        );
+    }
+}
+
+/// A form-encoded body (what a browser's form posts).
+trait FormBody {
+    fn form_body(self, fields: &[(&str, &str)]) -> Self;
+}
+
+impl FormBody for reqwest::RequestBuilder {
+    fn form_body(self, fields: &[(&str, &str)]) -> Self {
+        let body = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(fields)
+            .finish();
+        self.header("Content-Type", "application/x-www-form-urlencoded")
+            .body(body)
+    }
+}
+
+/// The CSRF token in a console page.
+fn csrf_of(html: &str) -> String {
+    let at = html
+        .find("name=\"csrf\" value=\"")
+        .expect("a form with a CSRF token")
+        + 19;
+    html[at..at + 64].to_string()
+}
+
+fn cookie_of(response: &reqwest::Response) -> String {
+    let set = response
+        .headers()
+        .get("set-cookie")
+        .expect("a session cookie")
+        .to_str()
+        .unwrap();
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+        "{set}"
+    );
+    set.split(';').next().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_console_refuses_what_it_must() {
+    let ws = Workspace::new(&secret_entry("fx", ""));
+    let (made, _) = ws.json(&["serve", "tokens", "add"], &[]);
+    let operator = made["token"].as_str().unwrap().to_string();
+    let (made, _) = ws.json(&["--agent", "alice", "serve", "tokens", "add"], &[]);
+    let alice = made["token"].as_str().unwrap().to_string();
+    // --require-token: loopback is treated as remote (the suite binds loopback only).
+    let gateway = HttpGateway::start(&ws, &["--require-token"]);
+    let base = base_of(&gateway);
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let services = format!("{base}/console/services");
+
+    // Without a token: 401 and the login page; the MCP endpoint refuses too.
+    let r = http.get(&services).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    let csp = r.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        csp.contains("default-src 'none'") && csp.contains("script-src 'self'"),
+        "{csp}"
+    );
+    assert_eq!(r.headers()["x-frame-options"], "DENY");
+    let body = r.text().await.unwrap();
+    assert!(body.contains("action=\"/console/login\""), "{body}");
+    assert!(!body.contains("fx"), "no service is named before sign-in");
+    let r = http.post(&gateway.url).body("{}").send().await.unwrap();
+    assert_eq!(r.status(), 401);
+
+    // A token of another agent is not the operator's.
+    let r = http
+        .get(&services)
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let r = http
+        .post(format!("{base}/console/login"))
+        .form_body(&[("token", alice.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let r = http
+        .post(format!("{base}/console/login"))
+        .form_body(&[("token", "alk_wrong")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+
+    // The operator's token, pasted into the login page, opens a session.
+    let r = http
+        .post(format!("{base}/console/login"))
+        .form_body(&[("token", operator.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    let cookie = cookie_of(&r);
+    let r = http
+        .get(&services)
+        .header("Cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let page = r.text().await.unwrap();
+    assert!(page.contains("id=\"service-fx\""), "{page}");
+    assert!(!page.contains(FIXTURE_SECRET));
+    let csrf = csrf_of(&page);
+    let disable = format!("{base}/console/services/fx/disable");
+
+    // A cross-origin action is refused before it runs, even with the cookie and token.
+    let r = http
+        .post(&disable)
+        .header("Cookie", &cookie)
+        .header("Origin", "http://evil.example.com")
+        .form_body(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    // An action without the session's CSRF token is refused.
+    for forged in ["", "0".repeat(64).as_str()] {
+        let r = http
+            .post(&disable)
+            .header("Cookie", &cookie)
+            .form_body(&[("csrf", forged)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 403, "csrf {forged:?}");
+    }
+    // A request for another host (DNS rebinding) is refused.
+    let r = http
+        .get(&services)
+        .header("Cookie", &cookie)
+        .header("Host", "evil.example.com")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let still = http
+        .get(&services)
+        .header("Cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        !still
+            .text()
+            .await
+            .unwrap()
+            .contains("data-state=\"disabled\"")
+    );
+
+    // The same action, same-origin with the token, runs; a failing one shows its error.
+    let r = http
+        .post(&disable)
+        .header("Cookie", &cookie)
+        .header("Origin", base.as_str())
+        .form_body(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    let page = http
+        .get(&services)
+        .header("Cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    let page = page.text().await.unwrap();
+    assert!(
+        page.contains("id=\"service-fx\" data-state=\"disabled\""),
+        "{page}"
+    );
+    assert!(
+        page.contains("disabled &quot;fx&quot;"),
+        "the page says what was done: {page}"
+    );
+    let r = http
+        .post(format!("{base}/console/services/nope/test"))
+        .header("Cookie", &cookie)
+        .form_body(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    let page = http
+        .get(&services)
+        .header("Cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    let page = page.text().await.unwrap();
+    assert!(
+        page.contains("class=\"flash failed\"") && page.contains("no service named"),
+        "{page}"
+    );
+
+    // A bearer header works directly (for scripts), and signing out ends the session.
+    let r = http
+        .get(&services)
+        .bearer_auth(&operator)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = http
+        .post(format!("{base}/console/logout"))
+        .header("Cookie", &cookie)
+        .form_body(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    let r = http
+        .get(&services)
+        .header("Cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+}

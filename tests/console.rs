@@ -371,3 +371,150 @@ async fn the_console_refuses_what_it_must() {
         .unwrap();
     assert_eq!(r.status(), 401);
 }
+
+/// Runs the Python SDK client's `hidden` scenario against the gateway: the tools the
+/// agent sees, and what `mcp__fx__echo` answers.
+fn client_view(gateway: &HttpGateway) -> Value {
+    let out = Command::new(python())
+        .arg(python_server("gateway_client.py"))
+        .args(["hidden", "--http", &gateway.url])
+        .output()
+        .expect("run gateway_client.py");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("one JSON report")
+}
+
+fn has_tool(view: &Value, prefix: &str) -> bool {
+    view["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t.as_str().unwrap().starts_with(prefix))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn console_actions_test_in_place_and_disable_at_run_time() {
+    let ws = Workspace::new(&secret_entry("fx", ""));
+    // A registry service, added but never tested: it offers no tools yet.
+    let cmd = [
+        python().display().to_string(),
+        python_server("fixture_server.py").display().to_string(),
+    ];
+    let out = ws.run(
+        &[
+            "servers",
+            "add",
+            "reg",
+            "--",
+            cmd[0].as_str(),
+            cmd[1].as_str(),
+        ],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let gateway = HttpGateway::start(&ws, &[]);
+    let base = base_of(&gateway);
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let services = format!("{base}/console/services");
+    // On loopback the first page opens a session.
+    let first = http.get(&services).send().await.unwrap();
+    assert_eq!(first.status(), 200);
+    let cookie = cookie_of(&first);
+    let page = first.text().await.unwrap();
+    let csrf = csrf_of(&page);
+    assert!(
+        page.contains("id=\"service-reg\" data-state=\"untested\""),
+        "{page}"
+    );
+    assert!(page.contains("fresh-untested"), "{page}");
+    assert!(!has_tool(&client_view(&gateway), "mcp__reg__"));
+    let act = |path: String| {
+        http.post(format!("{base}{path}"))
+            .header("Cookie", &cookie)
+            .form_body(&[("csrf", csrf.as_str())])
+            .send()
+    };
+    let get = || http.get(&services).header("Cookie", &cookie).send();
+
+    // Test in place: the catalog is read and saved, and the service offers its tools.
+    assert_eq!(
+        act("/console/services/reg/test".into())
+            .await
+            .unwrap()
+            .status(),
+        303
+    );
+    let page = get().await.unwrap().text().await.unwrap();
+    assert!(page.contains("tested &quot;reg&quot;"), "{page}");
+    assert!(
+        page.contains("id=\"service-reg\" data-state=\"connected\""),
+        "{page}"
+    );
+    assert!(has_tool(&client_view(&gateway), "mcp__reg__"));
+
+    // Disable at run time: tools hidden, calls refused, sessions closed; then enabled.
+    assert_eq!(
+        act("/console/services/fx/disable".into())
+            .await
+            .unwrap()
+            .status(),
+        303
+    );
+    let view = client_view(&gateway);
+    assert!(!has_tool(&view, "mcp__fx__"), "{view}");
+    assert_eq!(view["call"]["is_error"], true, "{view}");
+    assert!(
+        view["call"]["text"].as_str().unwrap().contains("disabled"),
+        "{view}"
+    );
+    let page = get().await.unwrap().text().await.unwrap();
+    assert!(
+        page.contains("id=\"service-fx\" data-state=\"disabled\""),
+        "{page}"
+    );
+    assert_eq!(
+        act("/console/services/fx/enable".into())
+            .await
+            .unwrap()
+            .status(),
+        303
+    );
+    let view = client_view(&gateway);
+    assert!(has_tool(&view, "mcp__fx__"), "{view}");
+    assert_eq!(view["call"]["text"], "hi", "{view}");
+
+    // A session's Disconnect closes it (the next call reconnects). Testing fx opens the
+    // default agent's session (the client's closed with it when it left).
+    assert_eq!(
+        act("/console/services/fx/test".into())
+            .await
+            .unwrap()
+            .status(),
+        303
+    );
+    let page = get().await.unwrap().text().await.unwrap();
+    assert!(
+        page.contains("/console/sessions/default/fx/disconnect"),
+        "{page}"
+    );
+    let r = act("/console/sessions/default/fx/disconnect".into())
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    let page = get().await.unwrap().text().await.unwrap();
+    assert!(
+        !page.contains("/console/sessions/default/fx/disconnect"),
+        "the session is gone: {page}"
+    );
+}

@@ -167,7 +167,11 @@ impl Airlock {
             .test_catalog(service)
             .await
             .map_err(|reason| unavailable(&reason))?;
-        let was_untested = svc.health().untested.take().is_some();
+        let was_untested = {
+            let mut health = svc.health();
+            health.stale = false;
+            health.untested.take().is_some()
+        };
         if was_untested {
             inner
                 .name_tools(service, &report.tools)

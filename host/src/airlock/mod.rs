@@ -103,6 +103,8 @@ impl AirlockOptions {
 struct Health {
     failed: Option<String>,
     untested: Option<String>,
+    /// Whether the untested service has a tested catalog for an earlier launch.
+    stale: bool,
     connecting: usize,
     identity: Option<ServerIdentity>,
 }

@@ -19,6 +19,9 @@ pub enum ServiceStatus {
     Untested {
         /// Why, naming the command to run.
         reason: String,
+        /// Whether a catalog was tested for an earlier launch (it went stale), rather
+        /// than never.
+        stale: bool,
     },
     /// No live session; the next call connects.
     Disconnected {
@@ -114,6 +117,7 @@ impl Inner {
         } else if let Some(reason) = health.untested.as_ref().filter(|_| live == 0) {
             ServiceStatus::Untested {
                 reason: reason.clone(),
+                stale: health.stale,
             }
         } else if live > 0 {
             ServiceStatus::Connected {

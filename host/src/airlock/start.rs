@@ -241,14 +241,17 @@ impl Inner {
                     }
                 }
                 None if config.source.is_registry() => {
-                    let why = if self.registry.has_catalog(name).unwrap_or(false) {
+                    let stale = self.registry.has_catalog(name).unwrap_or(false);
+                    let why = if stale {
                         "its launch changed since it was tested"
                     } else {
                         "it has not been tested"
                     };
-                    service.health().untested = Some(format!(
+                    let mut health = service.health();
+                    health.untested = Some(format!(
                         "{why}; run `airlock servers test {name}` to offer its tools"
                     ));
+                    health.stale = stale;
                 }
                 None => to_connect.push(name.clone()),
             }

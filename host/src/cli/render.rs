@@ -141,7 +141,7 @@ pub fn status(as_json: bool, status: &[ServiceReport]) {
     for s in status {
         let state = match &s.status {
             ServiceStatus::Disabled => "disabled".to_string(),
-            ServiceStatus::Untested { reason } => format!("untested      {reason}"),
+            ServiceStatus::Untested { reason, .. } => format!("untested      {reason}"),
             ServiceStatus::Disconnected { tools } => format!("disconnected  {tools} tools"),
             ServiceStatus::Connecting { tools } => format!("connecting    {tools} tools"),
             ServiceStatus::Connected { tools, sessions } => {

@@ -293,7 +293,7 @@ fn status(gateway: &Served<'_>, agent: &str) -> CallToolResult {
         .map(|r| {
             let detail = match &r.status {
                 crate::ServiceStatus::Failed { reason }
-                | crate::ServiceStatus::Untested { reason } => format!(": {reason}"),
+                | crate::ServiceStatus::Untested { reason, .. } => format!(": {reason}"),
                 crate::ServiceStatus::Connected { tools, .. }
                 | crate::ServiceStatus::Disconnected { tools }
                 | crate::ServiceStatus::Connecting { tools } => format!(", {tools} tools"),

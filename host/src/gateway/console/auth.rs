@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use axum::Form;
 use axum::extract::{Request, State};
@@ -19,6 +20,8 @@ use crate::gateway::http::bearer_of;
 const COOKIE: &str = "airlock_console";
 /// Most console sessions kept at once (the oldest is forgotten first).
 const MAX_SESSIONS: usize = 256;
+/// How long a console session lasts; then the operator signs in again.
+const SESSION_LIFETIME: Duration = Duration::from_secs(8 * 3600);
 
 /// A message shown once on the next page (what an action did, or why it failed).
 #[derive(Debug, Clone)]
@@ -31,14 +34,14 @@ pub(crate) struct Flash {
 
 struct Session {
     csrf: String,
-    created: u64,
+    created: Instant,
     flash: Option<Flash>,
 }
 
 /// The console's sessions, by cookie value.
 #[derive(Default)]
 pub(super) struct Sessions {
-    by_id: Mutex<(u64, HashMap<String, Session>)>,
+    by_id: Mutex<HashMap<String, Session>>,
 }
 
 /// The operator behind a request: their console session and its CSRF token.
@@ -59,8 +62,8 @@ fn random_token() -> String {
 
 impl Sessions {
     fn open(&self) -> Operator {
-        let mut guard = self.by_id.lock().expect("console sessions poisoned");
-        let (counter, map) = &mut *guard;
+        let mut map = self.by_id.lock().expect("console sessions poisoned");
+        map.retain(|_, s| s.created.elapsed() < SESSION_LIFETIME);
         if map.len() >= MAX_SESSIONS
             && let Some(oldest) = map
                 .iter()
@@ -69,7 +72,6 @@ impl Sessions {
         {
             map.remove(&oldest);
         }
-        *counter += 1;
         let operator = Operator {
             id: random_token(),
             csrf: random_token(),
@@ -78,7 +80,7 @@ impl Sessions {
             operator.id.clone(),
             Session {
                 csrf: operator.csrf.clone(),
-                created: *counter,
+                created: Instant::now(),
                 flash: None,
             },
         );
@@ -86,18 +88,19 @@ impl Sessions {
     }
 
     fn find(&self, id: &str) -> Option<Operator> {
-        let guard = self.by_id.lock().expect("console sessions poisoned");
-        guard.1.get(id).map(|s| Operator {
-            id: id.to_string(),
-            csrf: s.csrf.clone(),
-        })
+        let map = self.by_id.lock().expect("console sessions poisoned");
+        map.get(id)
+            .filter(|s| s.created.elapsed() < SESSION_LIFETIME)
+            .map(|s| Operator {
+                id: id.to_string(),
+                csrf: s.csrf.clone(),
+            })
     }
 
     fn close(&self, id: &str) {
         self.by_id
             .lock()
             .expect("console sessions poisoned")
-            .1
             .remove(id);
     }
 
@@ -107,7 +110,6 @@ impl Sessions {
             .by_id
             .lock()
             .expect("console sessions poisoned")
-            .1
             .get_mut(&operator.id)
         {
             s.flash = Some(flash);
@@ -119,7 +121,6 @@ impl Sessions {
         self.by_id
             .lock()
             .expect("console sessions poisoned")
-            .1
             .get_mut(&operator.id)
             .and_then(|s| s.flash.take())
     }

@@ -117,10 +117,11 @@ fn size(bytes: usize) -> String {
 /// The catalog's freshness: what the status says about the tested catalog.
 fn freshness(report: &ServiceReport) -> (&'static str, Option<&str>) {
     match &report.status {
-        ServiceStatus::Untested { reason } if reason.contains("changed since") => {
-            ("stale", Some(reason))
-        }
-        ServiceStatus::Untested { reason } => ("untested", Some(reason)),
+        ServiceStatus::Untested {
+            reason,
+            stale: true,
+        } => ("stale", Some(reason)),
+        ServiceStatus::Untested { reason, .. } => ("untested", Some(reason)),
         ServiceStatus::Disabled => ("—", None),
         ServiceStatus::Failed { .. } => ("none", None),
         _ => ("fresh", None),

@@ -518,3 +518,68 @@ async fn console_actions_test_in_place_and_disable_at_run_time() {
         "the session is gone: {page}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn remembered_approvals_and_policy_decisions_are_listed_and_revoked() {
+    // A policy that asks before destructive calls; the client answers yes, remembered.
+    let ws = Workspace::new(&format!(
+        "[mcp_servers.p]\ncommand = {}\nargs = [{}]\n\
+         adapters = {{ policy = \"builtin:policy\" }}\n\
+         adapter_config = {{ policy = {{ ask_destructive = true }} }}\n",
+        support::toml_str(python().display().to_string()),
+        support::toml_str(python_server("policy_server.py").display().to_string()),
+    ));
+    let gateway = HttpGateway::start(&ws, &[]);
+    let out = Command::new(python())
+        .arg(python_server("gateway_client.py"))
+        .args(["remember", "--http", &gateway.url])
+        .output()
+        .expect("run gateway_client.py");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let base = base_of(&gateway);
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let grants = format!("{base}/console/grants");
+    let first = http.get(&grants).send().await.unwrap();
+    let cookie = cookie_of(&first);
+    let page = first.text().await.unwrap();
+    // The question, the person's answer, and the remembered approval are all shown.
+    assert!(page.contains("id=\"decisions\""), "{page}");
+    assert!(page.contains("decision-ask"), "{page}");
+    assert!(page.contains("decision-approved"), "{page}");
+    assert!(page.contains("id=\"approvals\""), "{page}");
+    assert!(page.contains("wipe_notes"), "{page}");
+    let (listed, _) = ws.json(&["grants", "list"], &[]);
+    let id = listed["approvals"][0]["id"].as_i64().expect("one approval");
+    let revoke = format!("/console/approvals/{id}/revoke");
+    assert!(page.contains(&revoke), "{page}");
+
+    let r = http
+        .post(format!("{base}{revoke}"))
+        .header("Cookie", &cookie)
+        .form_body(&[("csrf", csrf_of(&page).as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    let page = http
+        .get(&grants)
+        .header("Cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains(&format!("forgot approval {id}")), "{page}");
+    assert!(!page.contains("id=\"approvals\""), "{page}");
+    let (listed, _) = ws.json(&["grants", "list"], &[]);
+    assert_eq!(listed["approvals"], serde_json::json!([]), "{listed}");
+}

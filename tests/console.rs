@@ -142,18 +142,10 @@ fn the_console_in_a_real_browser() {
 }
 
 /// A form-encoded body (what a browser's form posts).
-trait FormBody {
-    fn form_body(self, fields: &[(&str, &str)]) -> Self;
-}
-
-impl FormBody for reqwest::RequestBuilder {
-    fn form_body(self, fields: &[(&str, &str)]) -> Self {
-        let body = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(fields)
-            .finish();
-        self.header("Content-Type", "application/x-www-form-urlencoded")
-            .body(body)
-    }
+fn form_body(fields: &[(&str, &str)]) -> String {
+    form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(fields)
+        .finish()
 }
 
 /// The CSRF token in a console page.
@@ -179,6 +171,72 @@ fn cookie_of(response: &reqwest::Response) -> String {
     set.split(';').next().unwrap().to_string()
 }
 
+/// The console as a script (or a browser without JavaScript) uses it: plain requests,
+/// redirects not followed, and once signed in, the session's cookie and CSRF token.
+struct Client {
+    http: reqwest::Client,
+    base: String,
+    cookie: String,
+    csrf: String,
+}
+
+impl Client {
+    fn new(base: &str) -> Client {
+        Client {
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+            base: base.to_string(),
+            cookie: String::new(),
+            csrf: String::new(),
+        }
+    }
+
+    /// A request to `path` (with the session's cookie, once there is one).
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if !self.cookie.is_empty() {
+            request = request.header("Cookie", &self.cookie);
+        }
+        request
+    }
+
+    /// A form posted to `path`.
+    fn form(&self, path: &str, fields: &[(&str, &str)]) -> reqwest::RequestBuilder {
+        self.request(reqwest::Method::POST, path)
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body(form_body(fields))
+    }
+
+    /// Keeps the session a response opened, and the CSRF token of its page.
+    async fn sign_in_from(&mut self, response: reqwest::Response) -> String {
+        self.cookie = cookie_of(&response);
+        let page = response.text().await.unwrap();
+        if page.contains("name=\"csrf\"") {
+            self.csrf = csrf_of(&page);
+        }
+        page
+    }
+
+    /// GETs a page: its status and body.
+    async fn page(&self, path: &str) -> (u16, String) {
+        let r = self
+            .request(reqwest::Method::GET, path)
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    }
+
+    /// Posts an action with the session's CSRF token: its status.
+    async fn act(&self, path: &str) -> u16 {
+        let csrf = self.csrf.clone();
+        let r = self.form(path, &[("csrf", &csrf)]).send().await.unwrap();
+        r.status().as_u16()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_console_refuses_what_it_must() {
     let ws = Workspace::new(&secret_entry("fx", ""));
@@ -188,15 +246,15 @@ async fn the_console_refuses_what_it_must() {
     let alice = made["token"].as_str().unwrap().to_string();
     // --require-token: loopback is treated as remote (the suite binds loopback only).
     let gateway = HttpGateway::start(&ws, &["--require-token"]);
-    let base = base_of(&gateway);
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let services = format!("{base}/console/services");
+    let mut client = Client::new(&base_of(&gateway));
+    let get = reqwest::Method::GET;
 
     // Without a token: 401 and the login page; the MCP endpoint refuses too.
-    let r = http.get(&services).send().await.unwrap();
+    let r = client
+        .request(get.clone(), "/console/services")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 401);
     let csp = r.headers()["content-security-policy"]
         .to_str()
@@ -210,44 +268,38 @@ async fn the_console_refuses_what_it_must() {
     let body = r.text().await.unwrap();
     assert!(body.contains("action=\"/console/login\""), "{body}");
     assert!(!body.contains("fx"), "no service is named before sign-in");
-    let r = http.post(&gateway.url).body("{}").send().await.unwrap();
+    let r = client
+        .request(reqwest::Method::POST, "/mcp")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 401);
 
-    // A token of another agent is not the operator's.
-    let r = http
-        .get(&services)
-        .bearer_auth(&alice)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 403);
-    let r = http
-        .post(format!("{base}/console/login"))
-        .form_body(&[("token", alice.as_str())])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 403);
-    let r = http
-        .post(format!("{base}/console/login"))
-        .form_body(&[("token", "alk_wrong")])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 401);
+    // A token of another agent is not the operator's; a wrong token is not a token.
+    let r = client
+        .request(get.clone(), "/console/services")
+        .bearer_auth(&alice);
+    assert_eq!(r.send().await.unwrap().status(), 403);
+    for (token, status) in [(alice.as_str(), 403), ("alk_wrong", 401)] {
+        let r = client
+            .form("/console/login", &[("token", token)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), status, "{token}");
+    }
 
     // The operator's token, pasted into the login page, opens a session.
-    let r = http
-        .post(format!("{base}/console/login"))
-        .form_body(&[("token", operator.as_str())])
+    let r = client
+        .form("/console/login", &[("token", operator.as_str())])
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), 303);
-    let cookie = cookie_of(&r);
-    let r = http
-        .get(&services)
-        .header("Cookie", &cookie)
+    client.sign_in_from(r).await;
+    let r = client
+        .request(get.clone(), "/console/services")
         .send()
         .await
         .unwrap();
@@ -255,70 +307,41 @@ async fn the_console_refuses_what_it_must() {
     let page = r.text().await.unwrap();
     assert!(page.contains("id=\"service-fx\""), "{page}");
     assert!(!page.contains(FIXTURE_SECRET));
-    let csrf = csrf_of(&page);
-    let disable = format!("{base}/console/services/fx/disable");
+    client.csrf = csrf_of(&page);
+    let disable = "/console/services/fx/disable";
 
     // A cross-origin action is refused before it runs, even with the cookie and token.
-    let r = http
-        .post(&disable)
-        .header("Cookie", &cookie)
-        .header("Origin", "http://evil.example.com")
-        .form_body(&[("csrf", csrf.as_str())])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 403);
+    let csrf = client.csrf.clone();
+    let r = client
+        .form(disable, &[("csrf", &csrf)])
+        .header("Origin", "http://evil.example.com");
+    assert_eq!(r.send().await.unwrap().status(), 403);
     // An action without the session's CSRF token is refused.
     for forged in ["", "0".repeat(64).as_str()] {
-        let r = http
-            .post(&disable)
-            .header("Cookie", &cookie)
-            .form_body(&[("csrf", forged)])
+        let r = client
+            .form(disable, &[("csrf", forged)])
             .send()
             .await
             .unwrap();
         assert_eq!(r.status(), 403, "csrf {forged:?}");
     }
     // A request for another host (DNS rebinding) is refused.
-    let r = http
-        .get(&services)
-        .header("Cookie", &cookie)
-        .header("Host", "evil.example.com")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 403);
-    let still = http
-        .get(&services)
-        .header("Cookie", &cookie)
-        .send()
-        .await
-        .unwrap();
+    let r = client
+        .request(get.clone(), "/console/services")
+        .header("Host", "evil.example.com");
+    assert_eq!(r.send().await.unwrap().status(), 403);
+    let (_, page) = client.page("/console/services").await;
     assert!(
-        !still
-            .text()
-            .await
-            .unwrap()
-            .contains("data-state=\"disabled\"")
+        !page.contains("data-state=\"disabled\""),
+        "nothing ran: {page}"
     );
 
     // The same action, same-origin with the token, runs; a failing one shows its error.
-    let r = http
-        .post(&disable)
-        .header("Cookie", &cookie)
-        .header("Origin", base.as_str())
-        .form_body(&[("csrf", csrf.as_str())])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 303);
-    let page = http
-        .get(&services)
-        .header("Cookie", &cookie)
-        .send()
-        .await
-        .unwrap();
-    let page = page.text().await.unwrap();
+    let r = client
+        .form(disable, &[("csrf", &csrf)])
+        .header("Origin", &client.base);
+    assert_eq!(r.send().await.unwrap().status(), 303);
+    let (_, page) = client.page("/console/services").await;
     assert!(
         page.contains("id=\"service-fx\" data-state=\"disabled\""),
         "{page}"
@@ -327,49 +350,20 @@ async fn the_console_refuses_what_it_must() {
         page.contains("disabled &quot;fx&quot;"),
         "the page says what was done: {page}"
     );
-    let r = http
-        .post(format!("{base}/console/services/nope/test"))
-        .header("Cookie", &cookie)
-        .form_body(&[("csrf", csrf.as_str())])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 303);
-    let page = http
-        .get(&services)
-        .header("Cookie", &cookie)
-        .send()
-        .await
-        .unwrap();
-    let page = page.text().await.unwrap();
+    assert_eq!(client.act("/console/services/nope/test").await, 303);
+    let (_, page) = client.page("/console/services").await;
     assert!(
         page.contains("class=\"flash failed\"") && page.contains("no service named"),
         "{page}"
     );
 
     // A bearer header works directly (for scripts), and signing out ends the session.
-    let r = http
-        .get(&services)
-        .bearer_auth(&operator)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let r = http
-        .post(format!("{base}/console/logout"))
-        .header("Cookie", &cookie)
-        .form_body(&[("csrf", csrf.as_str())])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 303);
-    let r = http
-        .get(&services)
-        .header("Cookie", &cookie)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 401);
+    let r = client
+        .request(get.clone(), "/console/services")
+        .bearer_auth(&operator);
+    assert_eq!(r.send().await.unwrap().status(), 200);
+    assert_eq!(client.act("/console/logout").await, 303);
+    assert_eq!(client.page("/console/services").await.0, 401);
 }
 
 /// Runs the Python SDK client's `hidden` scenario against the gateway: the tools the
@@ -394,6 +388,19 @@ fn has_tool(view: &Value, prefix: &str) -> bool {
         .unwrap()
         .iter()
         .any(|t| t.as_str().unwrap().starts_with(prefix))
+}
+
+/// A console session on a loopback gateway (no token needed), opened by its first page.
+async fn loopback_session(gateway: &HttpGateway, first: &str) -> (Client, String) {
+    let mut client = Client::new(&base_of(gateway));
+    let r = client
+        .request(reqwest::Method::GET, first)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let page = client.sign_in_from(r).await;
+    (client, page)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -421,41 +428,18 @@ async fn console_actions_test_in_place_and_disable_at_run_time() {
         String::from_utf8_lossy(&out.stderr)
     );
     let gateway = HttpGateway::start(&ws, &[]);
-    let base = base_of(&gateway);
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let services = format!("{base}/console/services");
-    // On loopback the first page opens a session.
-    let first = http.get(&services).send().await.unwrap();
-    assert_eq!(first.status(), 200);
-    let cookie = cookie_of(&first);
-    let page = first.text().await.unwrap();
-    let csrf = csrf_of(&page);
+    let services = "/console/services";
+    let (client, page) = loopback_session(&gateway, services).await;
     assert!(
         page.contains("id=\"service-reg\" data-state=\"untested\""),
         "{page}"
     );
     assert!(page.contains("fresh-untested"), "{page}");
     assert!(!has_tool(&client_view(&gateway), "mcp__reg__"));
-    let act = |path: String| {
-        http.post(format!("{base}{path}"))
-            .header("Cookie", &cookie)
-            .form_body(&[("csrf", csrf.as_str())])
-            .send()
-    };
-    let get = || http.get(&services).header("Cookie", &cookie).send();
 
     // Test in place: the catalog is read and saved, and the service offers its tools.
-    assert_eq!(
-        act("/console/services/reg/test".into())
-            .await
-            .unwrap()
-            .status(),
-        303
-    );
-    let page = get().await.unwrap().text().await.unwrap();
+    assert_eq!(client.act("/console/services/reg/test").await, 303);
+    let (_, page) = client.page(services).await;
     assert!(page.contains("tested &quot;reg&quot;"), "{page}");
     assert!(
         page.contains("id=\"service-reg\" data-state=\"connected\""),
@@ -464,13 +448,7 @@ async fn console_actions_test_in_place_and_disable_at_run_time() {
     assert!(has_tool(&client_view(&gateway), "mcp__reg__"));
 
     // Disable at run time: tools hidden, calls refused, sessions closed; then enabled.
-    assert_eq!(
-        act("/console/services/fx/disable".into())
-            .await
-            .unwrap()
-            .status(),
-        303
-    );
+    assert_eq!(client.act("/console/services/fx/disable").await, 303);
     let view = client_view(&gateway);
     assert!(!has_tool(&view, "mcp__fx__"), "{view}");
     assert_eq!(view["call"]["is_error"], true, "{view}");
@@ -478,45 +456,25 @@ async fn console_actions_test_in_place_and_disable_at_run_time() {
         view["call"]["text"].as_str().unwrap().contains("disabled"),
         "{view}"
     );
-    let page = get().await.unwrap().text().await.unwrap();
+    let (_, page) = client.page(services).await;
     assert!(
         page.contains("id=\"service-fx\" data-state=\"disabled\""),
         "{page}"
     );
-    assert_eq!(
-        act("/console/services/fx/enable".into())
-            .await
-            .unwrap()
-            .status(),
-        303
-    );
+    assert_eq!(client.act("/console/services/fx/enable").await, 303);
     let view = client_view(&gateway);
     assert!(has_tool(&view, "mcp__fx__"), "{view}");
     assert_eq!(view["call"]["text"], "hi", "{view}");
 
     // A session's Disconnect closes it (the next call reconnects). Testing fx opens the
     // default agent's session (the client's closed with it when it left).
-    assert_eq!(
-        act("/console/services/fx/test".into())
-            .await
-            .unwrap()
-            .status(),
-        303
-    );
-    let page = get().await.unwrap().text().await.unwrap();
-    assert!(
-        page.contains("/console/sessions/default/fx/disconnect"),
-        "{page}"
-    );
-    let r = act("/console/sessions/default/fx/disconnect".into())
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 303);
-    let page = get().await.unwrap().text().await.unwrap();
-    assert!(
-        !page.contains("/console/sessions/default/fx/disconnect"),
-        "the session is gone: {page}"
-    );
+    assert_eq!(client.act("/console/services/fx/test").await, 303);
+    let disconnect = "/console/sessions/default/fx/disconnect";
+    let (_, page) = client.page(services).await;
+    assert!(page.contains(disconnect), "{page}");
+    assert_eq!(client.act(disconnect).await, 303);
+    let (_, page) = client.page(services).await;
+    assert!(!page.contains(disconnect), "the session is gone: {page}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -541,43 +499,24 @@ async fn remembered_approvals_and_policy_decisions_are_listed_and_revoked() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let base = base_of(&gateway);
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let grants = format!("{base}/console/grants");
-    let first = http.get(&grants).send().await.unwrap();
-    let cookie = cookie_of(&first);
-    let page = first.text().await.unwrap();
+    let (client, page) = loopback_session(&gateway, "/console/grants").await;
     // The question, the person's answer, and the remembered approval are all shown.
-    assert!(page.contains("id=\"decisions\""), "{page}");
-    assert!(page.contains("decision-ask"), "{page}");
-    assert!(page.contains("decision-approved"), "{page}");
-    assert!(page.contains("id=\"approvals\""), "{page}");
-    assert!(page.contains("wipe_notes"), "{page}");
+    for shown in [
+        "id=\"decisions\"",
+        "decision-ask",
+        "decision-approved",
+        "id=\"approvals\"",
+        "wipe_notes",
+    ] {
+        assert!(page.contains(shown), "{shown}: {page}");
+    }
     let (listed, _) = ws.json(&["grants", "list"], &[]);
     let id = listed["approvals"][0]["id"].as_i64().expect("one approval");
     let revoke = format!("/console/approvals/{id}/revoke");
     assert!(page.contains(&revoke), "{page}");
 
-    let r = http
-        .post(format!("{base}{revoke}"))
-        .header("Cookie", &cookie)
-        .form_body(&[("csrf", csrf_of(&page).as_str())])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 303);
-    let page = http
-        .get(&grants)
-        .header("Cookie", &cookie)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    assert_eq!(client.act(&revoke).await, 303);
+    let (_, page) = client.page("/console/grants").await;
     assert!(page.contains(&format!("forgot approval {id}")), "{page}");
     assert!(!page.contains("id=\"approvals\""), "{page}");
     let (listed, _) = ws.json(&["grants", "list"], &[]);

@@ -18,8 +18,9 @@ use crate::Airlock;
 
 const AIRLOCK_SCHEME: &str = "airlock://";
 
-/// Percent-encodes everything but unreserved characters.
-fn encode(text: &str) -> String {
+/// Percent-encodes everything but unreserved characters (also the console's path
+/// segments).
+pub(super) fn encode(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for b in text.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {

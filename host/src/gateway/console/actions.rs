@@ -13,12 +13,21 @@ use super::auth::{CsrfForm, Flash, Operator};
 use super::pages::{refusal, segment};
 use crate::error::CallError;
 
-fn forged() -> Response {
-    (
+/// Refuses (403) a form that does not carry the session's CSRF token.
+fn check_csrf(operator: &Operator, offered: &str) -> Result<(), Response> {
+    if operator.csrf_matches(offered) {
+        return Ok(());
+    }
+    Err((
         StatusCode::FORBIDDEN,
         refusal("the form's CSRF token is missing or wrong; reload the page and try again"),
     )
-        .into_response()
+        .into_response())
+}
+
+/// A refusal of an action the console does not have.
+fn unknown(status: StatusCode, why: &str) -> Response {
+    (status, refusal(why)).into_response()
 }
 
 /// Leaves the outcome for the next page and redirects to `back`.
@@ -27,7 +36,7 @@ fn done(
     operator: &Operator,
     outcome: Result<String, CallError>,
     back: &str,
-) -> Response {
+) -> Result<Response, Response> {
     let flash = match outcome {
         Ok(text) => Flash {
             failed: false,
@@ -39,7 +48,7 @@ fn done(
         },
     };
     state.console.sessions.flash(operator, flash);
-    Redirect::to(back).into_response()
+    Ok(Redirect::to(back).into_response())
 }
 
 /// `POST /console/services/{name}/{test|enable|disable}`.
@@ -48,10 +57,8 @@ pub(super) async fn service(
     Extension(operator): Extension<Operator>,
     Path((name, action)): Path<(String, String)>,
     Form(form): Form<CsrfForm>,
-) -> Response {
-    if !operator.csrf_matches(&form.csrf) {
-        return forged();
-    }
+) -> Result<Response, Response> {
+    check_csrf(&operator, &form.csrf)?;
     let airlock = &state.console.airlock;
     let outcome = match action.as_str() {
         "test" => airlock.test(&name).await.map(|report| {
@@ -71,11 +78,10 @@ pub(super) async fn service(
             format!("disabled \"{name}\" until it is enabled again or the gateway restarts")
         }),
         other => {
-            return (
+            return Err(unknown(
                 StatusCode::NOT_FOUND,
-                refusal(&format!("no service action \"{other}\"")),
-            )
-                .into_response();
+                &format!("no service action \"{other}\""),
+            ));
         }
     };
     done(&state, &operator, outcome, "/console/services")
@@ -87,10 +93,8 @@ pub(super) async fn session(
     Extension(operator): Extension<Operator>,
     Path((agent, service, action)): Path<(String, String, String)>,
     Form(form): Form<CsrfForm>,
-) -> Response {
-    if !operator.csrf_matches(&form.csrf) {
-        return forged();
-    }
+) -> Result<Response, Response> {
+    check_csrf(&operator, &form.csrf)?;
     let airlock = &state.console.airlock;
     let outcome = match action.as_str() {
         "disconnect" => {
@@ -102,11 +106,10 @@ pub(super) async fn session(
             .await
             .map(|()| format!("reset agent \"{agent}\"'s session with \"{service}\"")),
         other => {
-            return (
+            return Err(unknown(
                 StatusCode::NOT_FOUND,
-                refusal(&format!("no session action \"{other}\"")),
-            )
-                .into_response();
+                &format!("no session action \"{other}\""),
+            ));
         }
     };
     done(&state, &operator, outcome, "/console/services")
@@ -127,10 +130,8 @@ pub(super) async fn grant(
     State(state): State<ConsoleState>,
     Extension(operator): Extension<Operator>,
     Form(form): Form<GrantForm>,
-) -> Response {
-    if !operator.csrf_matches(&form.csrf) {
-        return forged();
-    }
+) -> Result<Response, Response> {
+    check_csrf(&operator, &form.csrf)?;
     let airlock = &state.console.airlock;
     let (agent, service) = (form.agent.trim(), form.service.as_str());
     let outcome = match form.action.as_str() {
@@ -148,11 +149,10 @@ pub(super) async fn grant(
             .await
             .map(|()| format!("revoked agent \"{agent}\"'s grant of \"{service}\"")),
         other => {
-            return (
+            return Err(unknown(
                 StatusCode::BAD_REQUEST,
-                refusal(&format!("no grant action \"{other}\"")),
-            )
-                .into_response();
+                &format!("no grant action \"{other}\""),
+            ));
         }
     };
     done(&state, &operator, outcome, "/console/grants")
@@ -164,10 +164,8 @@ pub(super) async fn revoke_approval(
     Extension(operator): Extension<Operator>,
     Path(id): Path<i64>,
     Form(form): Form<CsrfForm>,
-) -> Response {
-    if !operator.csrf_matches(&form.csrf) {
-        return forged();
-    }
+) -> Result<Response, Response> {
+    check_csrf(&operator, &form.csrf)?;
     let outcome = state.console.airlock.revoke_approval(id).map(|had| {
         if had {
             format!("forgot approval {id}; the calls it covered are asked about again")
@@ -185,10 +183,8 @@ pub(super) async fn save_output(
     Extension(operator): Extension<Operator>,
     Path((agent, service, id)): Path<(String, String, String)>,
     Form(form): Form<CsrfForm>,
-) -> Response {
-    if !operator.csrf_matches(&form.csrf) {
-        return forged();
-    }
+) -> Result<Response, Response> {
+    check_csrf(&operator, &form.csrf)?;
     let console = state.console.clone();
     let folder = console
         .artifacts

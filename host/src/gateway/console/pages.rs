@@ -88,18 +88,7 @@ fn page(console: &Console, operator: &Operator, title: &str, active: &str, body:
     layout(title, active, flash, operator, body)
 }
 
-/// Percent-encodes a path segment.
-pub(super) fn segment(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
+pub(super) use crate::gateway::routes::encode as segment;
 
 fn clock(unix: u64) -> String {
     let day = unix % 86_400;
@@ -509,11 +498,5 @@ mod tests {
             marks_in(text, 100),
             vec![(102, "secret:TOKEN"), (128, "aws-key")]
         );
-    }
-
-    #[test]
-    fn segments_are_percent_encoded() {
-        assert_eq!(segment("a b/c"), "a%20b%2Fc");
-        assert_eq!(segment("mcp__fx"), "mcp__fx");
     }
 }

@@ -366,12 +366,12 @@ async fn the_console_refuses_what_it_must() {
     assert_eq!(client.page("/console/services").await.0, 401);
 }
 
-/// Runs the Python SDK client's `hidden` scenario against the gateway: the tools the
-/// agent sees, and what `mcp__fx__echo` answers.
-fn client_view(gateway: &HttpGateway) -> Value {
+/// Runs one scenario of the Python SDK client (`gateway_client.py`) against the gateway
+/// and returns its report.
+fn run_client(gateway: &HttpGateway, scenario: &str) -> Value {
     let out = Command::new(python())
         .arg(python_server("gateway_client.py"))
-        .args(["hidden", "--http", &gateway.url])
+        .args([scenario, "--http", &gateway.url])
         .output()
         .expect("run gateway_client.py");
     assert!(
@@ -380,6 +380,11 @@ fn client_view(gateway: &HttpGateway) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("one JSON report")
+}
+
+/// The tools the agent sees, and what `mcp__fx__echo` answers.
+fn client_view(gateway: &HttpGateway) -> Value {
+    run_client(gateway, "hidden")
 }
 
 fn has_tool(view: &Value, prefix: &str) -> bool {
@@ -488,16 +493,7 @@ async fn remembered_approvals_and_policy_decisions_are_listed_and_revoked() {
         support::toml_str(python_server("policy_server.py").display().to_string()),
     ));
     let gateway = HttpGateway::start(&ws, &[]);
-    let out = Command::new(python())
-        .arg(python_server("gateway_client.py"))
-        .args(["remember", "--http", &gateway.url])
-        .output()
-        .expect("run gateway_client.py");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_client(&gateway, "remember");
 
     let (client, page) = loopback_session(&gateway, "/console/grants").await;
     // The question, the person's answer, and the remembered approval are all shown.

@@ -125,7 +125,7 @@ impl Airlock {
     /// with it closes; its tools are hidden and its calls refused), or enables it again.
     /// A service disabled in its config stays disabled: that is changed with
     /// `airlock servers enable` (or the config file) and a restart. Emits
-    /// `service_changed`.
+    /// `service_changed` and `tools_changed` (so clients list their tools again).
     pub async fn set_enabled(&self, service: &str, enabled: bool) -> Result<(), CallError> {
         let inner = &self.inner;
         let svc = inner.service(service).ok_or_else(|| no_service(service))?;
@@ -145,6 +145,15 @@ impl Airlock {
             }
         }
         inner.emit_service_changed(service);
+        // Clients (the gateway's) list tools again: the service's tools came or went.
+        inner.emit(Event::ToolsChanged {
+            service: service.to_string(),
+            tools: if enabled {
+                inner.tool_count(service)
+            } else {
+                0
+            },
+        });
         Ok(())
     }
 

@@ -149,7 +149,7 @@ pub async fn call(
 ) -> CallToolResult {
     let surface = gateway.options.tools;
     let outcome = match name {
-        OUTPUT => read_output(gateway, agent, &arguments),
+        OUTPUT => read_output(gateway, agent, &arguments).await,
         SEARCH if definitions(surface).iter().any(|t| t["name"] == SEARCH) => {
             search(gateway, agent, &arguments)
         }
@@ -215,7 +215,7 @@ async fn call_catalog(
     }
 }
 
-fn read_output(
+async fn read_output(
     gateway: &Served<'_>,
     agent: &str,
     args: &Value,
@@ -229,9 +229,23 @@ fn read_output(
             .ok_or_else(|| invalid("\"offset\" must be a non-negative integer"))?
             as usize,
     };
-    let page = gateway
-        .airlock
-        .read_output_as(agent, service, output_id, offset)?;
+    // The page is read from disk: on a blocking thread.
+    let (airlock, agent, service, output_id) = (
+        gateway.airlock.clone(),
+        agent.to_string(),
+        service.to_string(),
+        output_id.to_string(),
+    );
+    let page = tokio::task::spawn_blocking(move || {
+        airlock.read_output_as(&agent, &service, &output_id, offset)
+    })
+    .await
+    .map_err(|e| {
+        CallError::new(
+            ErrorCode::ToolError,
+            format!("reading the output failed: {e}"),
+        )
+    })??;
     let structured = json!({"text": page.text, "next_offset": page.next_offset, "eof": page.eof});
     Ok(results::own(page.text, structured))
 }

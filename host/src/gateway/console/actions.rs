@@ -8,9 +8,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use super::ConsoleState;
 use super::auth::{CsrfForm, Flash, Operator};
 use super::pages::{refusal, segment};
+use super::{ConsoleState, off_runtime};
 use crate::error::CallError;
 
 /// Refuses (403) a form that does not carry the session's CSRF token.
@@ -135,9 +135,13 @@ pub(super) async fn grant(
     let airlock = &state.console.airlock;
     let (agent, service) = (form.agent.trim(), form.service.as_str());
     let outcome = match form.action.as_str() {
-        "grant" if crate::gateway::tokens::valid_agent(agent) => airlock
-            .grant(agent, service)
-            .map(|()| format!("granted \"{service}\" to agent \"{agent}\"")),
+        "grant" if crate::gateway::tokens::valid_agent(agent) => {
+            // A registry write: on a blocking thread.
+            let (airlock, a, s) = (airlock.clone(), agent.to_string(), service.to_string());
+            off_runtime(move || airlock.grant(&a, &s))
+                .await
+                .map(|()| format!("granted \"{service}\" to agent \"{agent}\""))
+        }
         "grant" => Err(CallError::new(
             crate::ErrorCode::InvalidArguments,
             format!(
@@ -166,13 +170,16 @@ pub(super) async fn revoke_approval(
     Form(form): Form<CsrfForm>,
 ) -> Result<Response, Response> {
     check_csrf(&operator, &form.csrf)?;
-    let outcome = state.console.airlock.revoke_approval(id).map(|had| {
-        if had {
-            format!("forgot approval {id}; the calls it covered are asked about again")
-        } else {
-            format!("there was no approval {id}")
-        }
-    });
+    let airlock = state.console.airlock.clone();
+    let outcome = off_runtime(move || airlock.revoke_approval(id))
+        .await
+        .map(|had| {
+            if had {
+                format!("forgot approval {id}; the calls it covered are asked about again")
+            } else {
+                format!("there was no approval {id}")
+            }
+        });
     done(&state, &operator, outcome, "/console/grants")
 }
 
@@ -191,7 +198,7 @@ pub(super) async fn save_output(
         .join(format!("{}-{}", segment(&service), segment(&id)));
     let (a, s, i) = (agent.clone(), service.clone(), id.clone());
     // Exporting writes and syncs files: off the runtime's threads.
-    let outcome = tokio::task::spawn_blocking(move || {
+    let outcome = off_runtime(move || {
         console
             .airlock
             .export_output(&a, &s, &i, &folder, None)
@@ -204,13 +211,7 @@ pub(super) async fn save_output(
                 )
             })
     })
-    .await
-    .unwrap_or_else(|e| {
-        Err(CallError::new(
-            crate::ErrorCode::ToolError,
-            format!("saving the output failed: {e}"),
-        ))
-    });
+    .await;
     let back = format!(
         "/console/output/{}/{}/{}",
         segment(&agent),

@@ -132,6 +132,15 @@ async fn secure_headers(mut response: Response) -> Response {
     response
 }
 
+/// Runs `work` (registry queries, file reads and writes) on a blocking thread, never on
+/// the runtime's.
+async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(done) => done,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
 async fn stylesheet() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/css; charset=utf-8")],

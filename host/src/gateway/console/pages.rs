@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::auth::{Flash, Operator};
 use super::feed::CallRow;
-use super::{Console, ConsoleState};
+use super::{Console, ConsoleState, off_runtime};
 use crate::airlock::{AccessMode, ServiceReport, ServiceStatus};
 
 /// The pages in the navigation bar: (path, label).
@@ -287,9 +287,15 @@ pub(super) async fn output(
         segment(&service),
         segment(&id)
     );
-    let read = console
-        .airlock
-        .read_output_as(&agent, &service, &id, at.offset);
+    let read = {
+        let (airlock, agent, service, id) = (
+            console.airlock.clone(),
+            agent.clone(),
+            service.clone(),
+            id.clone(),
+        );
+        off_runtime(move || airlock.read_output_as(&agent, &service, &id, at.offset)).await
+    };
     let page_of = match read {
         Ok(page_of) => page_of,
         Err(e) => {
@@ -334,7 +340,20 @@ pub(super) async fn grants(
     let console = &state.console;
     let airlock = &console.airlock;
     let services: Vec<String> = airlock.status().into_iter().map(|r| r.service).collect();
-    let (granted, error) = match airlock.all_grants() {
+    // Grants, approvals and token agents are registry queries: on a blocking thread.
+    let (grants, approvals, token_agents) = {
+        let (airlock, guard) = (airlock.clone(), state.guard.clone());
+        off_runtime(move || {
+            let token_agents: Vec<String> = guard
+                .tokens
+                .list()
+                .map(|tokens| tokens.into_iter().map(|t| t.agent).collect())
+                .unwrap_or_default();
+            (airlock.all_grants(), airlock.approvals(None), token_agents)
+        })
+        .await
+    };
+    let (granted, error) = match grants {
         Ok(all) => (all.into_iter().collect::<BTreeSet<_>>(), None),
         Err(e) => (BTreeSet::new(), Some(e.message)),
     };
@@ -342,10 +361,7 @@ pub(super) async fn grants(
     agents.insert(state.guard.default_agent.clone());
     agents.extend(airlock.sessions().into_iter().map(|s| s.agent));
     agents.extend(console.log.agents());
-    if let Ok(tokens) = state.guard.tokens.list() {
-        agents.extend(tokens.into_iter().map(|t| t.agent));
-    }
-    let approvals = airlock.approvals(None);
+    agents.extend(token_agents);
     let decisions = console.log.decisions();
     let body = html! {
         @if airlock.access_mode() == AccessMode::Open {

@@ -289,8 +289,8 @@ impl Airlock {
         };
 
         // Everything CPU-bound about the result — the plugins, its text, digest and
-        // preview, the MCP JSON of what comes back — in one place: inline for a small
-        // result, else one hop to a blocking thread (see `process_then`).
+        // preview, the MCP JSON of what comes back — in one blocking section, off the
+        // worker role (see `process_then`).
         // The known secrets as they are now: connecting may have just learned one (an
         // OAuth access token), so they are read after the session opened.
         let known = service.secrets();

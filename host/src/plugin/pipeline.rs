@@ -157,13 +157,15 @@ impl ServicePipeline {
     }
 
     /// [`ServicePipeline::process`], then `finish` on the processed result, all in the
-    /// same hop to a blocking thread (the caller's own CPU work on the result — its text,
-    /// digest, MCP JSON — rides along instead of taking a hop of its own). A large result
-    /// first waits for its share of the host's plugin work budget, so several results
-    /// at the retention limit at once cannot exhaust the host's memory.
+    /// same blocking section (the caller's own CPU work on the result — its text, digest,
+    /// MCP JSON — rides along instead of taking one of its own). A large result first
+    /// waits for its share of the host's plugin work budget, so several results at the
+    /// retention limit at once cannot exhaust the host's memory.
     ///
-    /// Plugins never run on an async worker: wasmtime-wasi's synchronous stdio (a plugin
-    /// that prints) enters the tokio runtime to block, which a worker thread must not do.
+    /// Plugins never run as an async worker: wasmtime-wasi's synchronous stdio (a plugin
+    /// that prints) enters the tokio runtime to block, which a worker must not do, and a
+    /// plugin may run up to its deadline. The section leaves the worker role first (see
+    /// [`blocking`]).
     pub async fn process_then<R: Send + 'static>(
         self: &Arc<Self>,
         result: ToolResult,
@@ -212,7 +214,7 @@ impl ServicePipeline {
     /// server but is not a tool result (tool metadata, resource contents, prompt
     /// messages, log data): the document travels as the result's `structuredContent`, so
     /// every string in it is redacted with the service's secrets and configured
-    /// patterns. One hop to a blocking thread for the whole chain.
+    /// patterns. One blocking section for the whole chain.
     pub async fn redact_json(
         self: &Arc<Self>,
         value: serde_json::Value,

@@ -165,7 +165,7 @@ impl ServicePipeline {
     /// Plugins never run as an async worker: wasmtime-wasi's synchronous stdio (a plugin
     /// that prints) enters the tokio runtime to block, which a worker must not do, and a
     /// plugin may run up to its deadline. The section leaves the worker role first (see
-    /// [`blocking`]).
+    /// `blocking`).
     pub async fn process_then<R: Send + 'static>(
         self: &Arc<Self>,
         result: ToolResult,

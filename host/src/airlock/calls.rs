@@ -164,11 +164,10 @@ impl Airlock {
                 });
                 self.run_call(&entry, arguments, &options, started)
                     .await
-                    .map_err(|e| (e, entry.service.clone()))
-                    .map_err(|(e, service)| {
+                    .map_err(|e| {
                         self.inner.emit(Event::ToolCalled {
                             agent: options.agent.clone(),
-                            service,
+                            service: entry.service.clone(),
                             tool: tool.to_string(),
                             status: CallStatus::Failed(e.code),
                             elapsed_ms: started.elapsed().as_millis() as u64,

@@ -1,6 +1,7 @@
 //! What an operator sees and changes while Airlock runs: live sessions, the plugins bound
 //! to each service, every grant, a service disabled or enabled at run time, and a
-//! service tested in place. The console and the CLI both use these.
+//! service tested in place. The operator console is built on these; an embedder's own
+//! admin surface can be too.
 
 use serde::Serialize;
 
@@ -64,18 +65,13 @@ impl Airlock {
     /// Every live session, by service then agent.
     pub fn sessions(&self) -> Vec<SessionInfo> {
         self.inner
-            .services
-            .keys()
-            .flat_map(|service| {
-                self.inner
-                    .pool
-                    .agents_of(service)
-                    .into_iter()
-                    .map(|(agent, session)| SessionInfo {
-                        agent,
-                        service: service.clone(),
-                        session,
-                    })
+            .pool
+            .all_live()
+            .into_iter()
+            .map(|(agent, service, session)| SessionInfo {
+                agent,
+                service,
+                session,
             })
             .collect()
     }

@@ -206,6 +206,23 @@ impl SessionPool {
             .count()
     }
 
+    /// Every live session: (agent, service, session number), by service then agent.
+    pub fn all_live(&self) -> Vec<(String, String, u64)> {
+        let mut out: Vec<(String, String, u64)> = self
+            .slots
+            .lock()
+            .expect("session slots poisoned")
+            .iter()
+            .filter_map(|((agent, service), slot)| {
+                let live = slot.live.try_lock().ok()?;
+                live.as_ref()
+                    .map(|l| (agent.clone(), service.clone(), l.number))
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.1, &a.0).cmp(&(&b.1, &b.0)));
+        out
+    }
+
     /// The agents with a live session with `service`, and each session's number.
     pub fn agents_of(&self, service: &str) -> Vec<(String, u64)> {
         let mut out: Vec<(String, u64)> = self

@@ -117,6 +117,15 @@ fn freshness(report: &ServiceReport) -> (&'static str, Option<&str>) {
     }
 }
 
+/// How Airlock reaches the service: `stdio`, or for an `http` server the transport
+/// its latest session used (`streamable-http` or `sse`), `http` before any.
+fn transport(report: &ServiceReport) -> &'static str {
+    match &report.server {
+        Some(server) if report.transport == "http" => server.transport.as_str(),
+        _ => report.transport,
+    }
+}
+
 fn tools_of(status: &ServiceStatus) -> Option<usize> {
     match status {
         ServiceStatus::Disconnected { tools }
@@ -156,7 +165,7 @@ pub(super) async fn services(
                         td.name { (name) }
                         td { (report.source.to_string()) }
                         td {
-                            (report.server.as_ref().map(|s| s.transport.as_str()).filter(|_| report.transport == "http").unwrap_or(report.transport))
+                            (transport(&report))
                         }
                         td {
                             span class={ "badge state-" (state_name) } { (state_name) }

@@ -17,11 +17,22 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
 use super::Retained;
 
-/// Bytes of text that may wait for the disk at once: two results at the default 32 MiB
+/// Bytes that may wait for the disk at once: two results at the default 32 MiB
 /// retention limit. Past it, callers wait for the disk rather than grow the heap.
 const PENDING_BUDGET: usize = 64 << 20;
 /// The budget is counted in units of this many bytes.
-const PERMIT_BYTES: usize = 64 << 10;
+const PERMIT_BYTES: usize = 1 << 10;
+/// What one waiting result holds besides its text (its record, ids, queue and map
+/// entries), counted against the budget: a stream of small results is bounded by count
+/// as well as by size (at most 32,768 results of a few bytes wait at once).
+const PER_RESULT_BYTES: usize = 1 << 10;
+
+/// The budget units a text of `len` bytes holds while it waits for the disk.
+fn budget_units(len: usize) -> u32 {
+    len.saturating_add(PER_RESULT_BYTES)
+        .div_ceil(PERMIT_BYTES)
+        .min(PENDING_BUDGET / PERMIT_BYTES) as u32
+}
 /// Failed writes remembered, so a read of one says why it is missing.
 const FAILED_KEPT: usize = 1024;
 
@@ -95,14 +106,10 @@ impl Writer {
         record: Retained,
         text: Arc<String>,
     ) {
-        let units = text
-            .len()
-            .div_ceil(PERMIT_BYTES)
-            .clamp(1, PENDING_BUDGET / PERMIT_BYTES);
         let budget = self
             .budget
             .clone()
-            .acquire_many_owned(units as u32)
+            .acquire_many_owned(budget_units(text.len()))
             .await
             .expect("the retention budget is never closed");
         self.shared
@@ -146,6 +153,8 @@ const BATCH_MAX: usize = 256;
 /// commit): a stream of calls then shares one sync, one index transaction and one
 /// wake-up of this thread, instead of paying each per result on the cores the calls
 /// run on. Readers are served from memory meanwhile; `flush` is not delayed further.
+/// A write that finds others already queued behind it does not wait: the batch is
+/// there.
 const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// The writer thread: drains the queue in batches of up to [`BATCH_MAX`], each started
@@ -160,7 +169,7 @@ fn run(
     index: Option<Arc<dyn ResultIndex>>,
 ) {
     while let Some(first) = receiver.blocking_recv() {
-        if matches!(first, Message::Write(_)) {
+        if matches!(first, Message::Write(_)) && receiver.is_empty() {
             std::thread::sleep(LINGER);
         }
         let mut jobs = Vec::new();
@@ -307,6 +316,24 @@ pub(super) fn write_output(
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
+
+    /// The budget counts a result's bytes and a fixed share per result: small results
+    /// hold little of it (a stream of them is not throttled after 1,024, as with the
+    /// old 64 KiB units), and the largest result fits whole.
+    #[test]
+    fn the_budget_counts_bytes_and_results() {
+        assert_eq!(budget_units(16), 2);
+        assert_eq!(budget_units(0), 1);
+        assert_eq!(budget_units(4 << 10), 5);
+        let whole = (PENDING_BUDGET / PERMIT_BYTES) as u32;
+        assert_eq!(budget_units(32 << 20), (32 << 10) + 1);
+        assert_eq!(
+            budget_units(usize::MAX / 2),
+            whole,
+            "never more than the whole budget"
+        );
+        assert_eq!(whole / budget_units(16), 32_768);
+    }
 
     /// A batch is made durable by one `syncfs`, which must work on the descriptor it is
     /// given: when it failed (it was given cap-std's `O_PATH` directory handle), every

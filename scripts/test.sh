@@ -27,7 +27,7 @@ if ! command -v chromium >/dev/null 2>&1; then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null
 fi
-chromium --version
+chromium --version 2>/dev/null  # (Debian's wrapper script warns on stderr about its memory check)
 
 echo "== the JavaScript policy plugin, built from source (plugins/policy-js)"
 scripts/build-js-plugin.sh

@@ -18,6 +18,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("launch", &["secrets"][..]),
         ("transport", &[][..]),
         ("alloc", &[][..]),
+        ("storage", &[][..]),
         ("oauth", &["config", "secrets"][..]),
         (
             "session",
@@ -32,8 +33,8 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
             ][..],
         ),
         ("plugin", &["config", "secrets"][..]),
-        ("results", &["digest"][..]),
-        ("registry", &["config"][..]),
+        ("results", &["digest", "config", "storage"][..]),
+        ("registry", &["config", "storage"][..]),
         ("catalog", &["plugin", "registry", "digest"][..]),
         ("servers", &["config", "registry", "secrets", "oauth"][..]),
         ("import", &["config", "secrets"][..]),

@@ -38,6 +38,7 @@ pub mod results;
 pub mod secrets;
 pub mod servers;
 pub mod session;
+pub mod storage;
 pub mod transport;
 
 pub use airlock::{

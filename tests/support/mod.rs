@@ -125,10 +125,26 @@ pub struct Workspace {
 }
 
 impl Workspace {
-    /// A workspace whose `airlock.toml` holds `config`.
+    /// A workspace whose `airlock.toml` holds `config`, plus, when the suites run
+    /// against remote storage ([`remote_storage`]), `[registry]` and `[results]` tables
+    /// of its own (a fresh PostgreSQL schema and S3 prefix).
     pub fn new(config: &str) -> Self {
+        if remote_storage() {
+            Self::with_storage(config, &remote_storage_tables(&storage_tag()))
+        } else {
+            Self::with_storage(config, "")
+        }
+    }
+
+    /// A workspace whose `airlock.toml` holds `config` and then `storage` (the
+    /// `[registry]` and `[results]` tables several workspaces may share).
+    pub fn with_storage(config: &str, storage: &str) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::write(dir.path().join("airlock.toml"), config).expect("write config");
+        std::fs::write(
+            dir.path().join("airlock.toml"),
+            format!("{config}\n{storage}"),
+        )
+        .expect("write config");
         Workspace { dir }
     }
 
@@ -413,4 +429,54 @@ impl HttpGateway {
     pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().ok().flatten()
     }
+}
+
+/// Whether the suites keep state in PostgreSQL and S3 (`AIRLOCK_TEST_STORAGE=remote`,
+/// the test command's second pass) instead of SQLite and the data directory.
+pub fn remote_storage() -> bool {
+    std::env::var("AIRLOCK_TEST_STORAGE").as_deref() == Ok("remote")
+}
+
+/// A tag no other workspace of this test run uses (a schema and prefix name).
+pub fn storage_tag() -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "t{}_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+            % 1_000_000,
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The PostgreSQL server and S3-compatible server the test command started
+/// (`scripts/storage-services.sh`): the database URL, the S3 endpoint and bucket.
+pub fn storage_services() -> (String, String, String) {
+    let var = |name: &str| {
+        std::env::var(name).unwrap_or_else(|_| {
+            panic!("{name} is not set: run the tests with scripts/test.sh, which starts PostgreSQL and an S3 server")
+        })
+    };
+    (
+        var("AIRLOCK_TEST_POSTGRES_URL"),
+        var("AIRLOCK_TEST_S3_ENDPOINT"),
+        var("AIRLOCK_TEST_S3_BUCKET"),
+    )
+}
+
+/// `[registry]` and `[results]` tables keeping state in schema `tag` of the test
+/// PostgreSQL database and under prefix `tag` of the test bucket.
+pub fn remote_storage_tables(tag: &str) -> String {
+    let (postgres, endpoint, bucket) = storage_services();
+    format!(
+        "[registry]\nurl = {}\nschema = {}\n\n[results]\nstore = {}\nendpoint = {}\nregion = \"us-east-1\"\naccess_key_id = \"airlock-test\"\nsecret_access_key = \"airlock-test-secret\"\n",
+        toml_str(postgres),
+        toml_str(tag),
+        toml_str(format!("s3://{bucket}/{tag}")),
+        toml_str(endpoint),
+    )
 }

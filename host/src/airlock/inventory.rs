@@ -62,6 +62,11 @@ fn no_service(name: &str) -> CallError {
 }
 
 impl Airlock {
+    /// The registry this Airlock keeps its state in (the gateway's tokens live there).
+    pub(crate) fn registry(&self) -> std::sync::Arc<crate::registry::Registry> {
+        self.inner.registry.clone()
+    }
+
     /// Every live session, by service then agent.
     pub fn sessions(&self) -> Vec<SessionInfo> {
         self.inner

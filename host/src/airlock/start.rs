@@ -46,6 +46,70 @@ pub enum StartError {
     /// The secret store could not be opened.
     #[error(transparent)]
     Secrets(#[from] crate::secrets::SecretError),
+    /// The results store (`[results]`) could not be opened.
+    #[error("results store: {0}")]
+    Results(String),
+}
+
+/// Opens the registry and the results store `storage` names (connecting to PostgreSQL
+/// and S3 when it names them), on a blocking thread: the registry of `data_dir` and its
+/// `outputs/` folder by default. The storage settings' own credentials are registered
+/// with the log scrubber first.
+pub(crate) async fn open_storage(
+    data_dir: &std::path::Path,
+    data: &Dir,
+    storage: &crate::config::Storage,
+    secret_store: &SecretStore,
+    limits: crate::results::ResultLimits,
+) -> Result<(Arc<Registry>, ResultStore), StartError> {
+    crate::secrets::register_log_secrets(&storage.known_secrets());
+    let (dir, location) = (data_dir.to_path_buf(), storage.registry.clone());
+    let registry = tokio::task::spawn_blocking(move || Registry::open_at(&dir, &location))
+        .await
+        .map_err(|e| StartError::Results(format!("opening the registry panicked: {e}")))??;
+    let registry = Arc::new(registry);
+    let secret_key = match &storage.results {
+        crate::config::ResultsLocation::S3(s3) => resolve_secret(
+            secret_store,
+            "results.secret_access_key",
+            s3.secret_access_key.as_deref(),
+        )
+        .map_err(StartError::Results)?,
+        crate::config::ResultsLocation::Local => None,
+    };
+    let results = ResultStore::open_at(
+        data,
+        &storage.results,
+        secret_key,
+        limits,
+        Some(Arc::new(RegistryIndex(registry.clone()))),
+    )
+    .map_err(|e| StartError::Results(e.to_string()))?;
+    Ok((registry, results))
+}
+
+/// A settings value that may name a secret-store entry (`secret:NAME`), resolved.
+pub(crate) fn resolve_secret(
+    store: &SecretStore,
+    setting: &str,
+    value: Option<&str>,
+) -> Result<Option<String>, String> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let Some(name) = value.strip_prefix("secret:") else {
+        return Ok(Some(value.to_string()));
+    };
+    match store.get(name) {
+        Ok(Some(secret)) => {
+            crate::secrets::register_log_secrets(&KnownSecrets::new().with(setting, &secret));
+            Ok(Some(secret))
+        }
+        Ok(None) => Err(format!(
+            "{setting} names the secret-store entry \"{name}\", which is not there; add it with `airlock secrets set {name}`"
+        )),
+        Err(e) => Err(format!("{setting}: {e}")),
+    }
 }
 
 impl Airlock {
@@ -107,7 +171,15 @@ impl Airlock {
         std::fs::create_dir_all(&options.data_dir).map_err(data_err)?;
         let data = Dir::open_ambient_dir(&options.data_dir, cap_std::ambient_authority())
             .map_err(data_err)?;
-        let registry = Arc::new(Registry::open(&options.data_dir)?);
+        let secret_store = SecretStore::open(&options.data_dir)?;
+        let (registry, results) = open_storage(
+            &options.data_dir,
+            &data,
+            &config.storage,
+            &secret_store,
+            options.result_limits,
+        )
+        .await?;
         let runtime = match &options.plugin_cache {
             None => PluginRuntime::new(config.sandbox, Some(&data))?,
             Some(path) => {
@@ -117,13 +189,6 @@ impl Airlock {
                 PluginRuntime::with_cache(config.sandbox, Some(cache))?
             }
         };
-        let results = ResultStore::open_indexed(
-            &data,
-            options.result_limits,
-            Some(Arc::new(RegistryIndex(registry.clone()))),
-        )
-        .map_err(data_err)?;
-        let secret_store = SecretStore::open(&options.data_dir)?;
         let mut pipelines = build_pipelines(&runtime, &config).await;
 
         // Every known secret is redacted from every service's output: a token of one

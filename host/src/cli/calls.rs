@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::Cli;
-use super::common::{load_config, options, start};
+use super::common::{load_config, open_results, options, start};
 use super::render;
 use crate::error::ErrorCode;
 
@@ -75,11 +75,7 @@ pub(super) fn save_output(
     folder: &std::path::Path,
     part_size: Option<usize>,
 ) -> Result<ExitCode, String> {
-    let options = options(cli)?;
-    let data = cap_std::fs::Dir::open_ambient_dir(&options.data_dir, cap_std::ambient_authority())
-        .map_err(|e| format!("data directory \"{}\": {e}", options.data_dir.display()))?;
-    let store = crate::results::ResultStore::open(&data, options.result_limits)
-        .map_err(|e| e.to_string())?;
+    let store = open_results(cli)?;
     match store.export_for(&cli.agent, service, output_id, folder, part_size) {
         Ok(export) => {
             if cli.json {
@@ -131,10 +127,7 @@ pub(super) fn output(
     offset: usize,
 ) -> Result<ExitCode, String> {
     let options = options(cli)?;
-    let data = cap_std::fs::Dir::open_ambient_dir(&options.data_dir, cap_std::ambient_authority())
-        .map_err(|e| format!("data directory \"{}\": {e}", options.data_dir.display()))?;
-    let store = crate::results::ResultStore::open(&data, options.result_limits)
-        .map_err(|e| e.to_string())?;
+    let store = open_results(cli)?;
     match store.read_for(
         &cli.agent,
         service,

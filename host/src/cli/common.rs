@@ -28,8 +28,63 @@ pub(super) fn config_sources(cli: &Cli) -> Result<ConfigSources, String> {
     Ok(ConfigSources::discover(&project_dir()?, cli.config.clone()))
 }
 
+/// Where the registry and retained results live, from the config files alone.
+pub(super) fn storage(cli: &Cli) -> Result<crate::config::Storage, String> {
+    let storage = crate::config::Storage::load(&config_sources(cli)?, &process_env)
+        .map_err(|e| e.to_string())?;
+    crate::secrets::register_log_secrets(&storage.known_secrets());
+    Ok(storage)
+}
+
 pub(super) fn open_servers(cli: &Cli) -> Result<crate::servers::Servers, String> {
-    crate::servers::Servers::open(&data_dir(cli), &project_dir()?).map_err(|e| e.to_string())
+    open_servers_for(cli, &project_dir()?)
+}
+
+/// The registry-backed servers, for commands run in `project`.
+pub(super) fn open_servers_for(
+    cli: &Cli,
+    project: &std::path::Path,
+) -> Result<crate::servers::Servers, String> {
+    crate::servers::Servers::open_at(&data_dir(cli), project, &storage(cli)?.registry)
+        .map_err(|e| e.to_string())
+}
+
+/// The registry the config names.
+pub(super) fn open_registry(cli: &Cli) -> Result<crate::registry::Registry, String> {
+    let dir = data_dir(cli);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("data directory \"{}\": {e}", dir.display()))?;
+    crate::registry::Registry::open_at(&dir, &storage(cli)?.registry).map_err(|e| e.to_string())
+}
+
+/// The results store the config names (for `airlock output`).
+pub(super) fn open_results(cli: &Cli) -> Result<crate::results::ResultStore, String> {
+    let options = options(cli)?;
+    std::fs::create_dir_all(&options.data_dir)
+        .map_err(|e| format!("data directory \"{}\": {e}", options.data_dir.display()))?;
+    let data = cap_std::fs::Dir::open_ambient_dir(&options.data_dir, cap_std::ambient_authority())
+        .map_err(|e| format!("data directory \"{}\": {e}", options.data_dir.display()))?;
+    let storage = storage(cli)?;
+    let secret_key = match &storage.results {
+        crate::config::ResultsLocation::S3(s3) => {
+            let store =
+                crate::secrets::SecretStore::open(&options.data_dir).map_err(|e| e.to_string())?;
+            crate::airlock::resolve_secret(
+                &store,
+                "results.secret_access_key",
+                s3.secret_access_key.as_deref(),
+            )?
+        }
+        crate::config::ResultsLocation::Local => None,
+    };
+    crate::results::ResultStore::open_at(
+        &data,
+        &storage.results,
+        secret_key,
+        options.result_limits,
+        None,
+    )
+    .map_err(|e| format!("results store: {e}"))
 }
 
 /// The config files merged with the registry's services.

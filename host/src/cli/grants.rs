@@ -8,8 +8,7 @@ use clap::Subcommand;
 use serde_json::json;
 
 use super::Cli;
-use super::common::{data_dir, load_config};
-use crate::registry::Registry;
+use super::common::{load_config, open_registry};
 
 /// `airlock grants …` (the agent is the global `--agent`).
 #[derive(Debug, Subcommand)]
@@ -36,10 +35,7 @@ pub enum GrantsCommand {
 
 /// Runs `airlock grants`.
 pub fn run(cli: &Cli, command: &GrantsCommand) -> Result<ExitCode, String> {
-    let dir = data_dir(cli);
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| format!("data directory \"{}\": {e}", dir.display()))?;
-    let registry = Registry::open(&dir).map_err(|e| e.to_string())?;
+    let registry = open_registry(cli)?;
     let agent = &cli.agent;
     match command {
         GrantsCommand::Add { service } => {

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use super::Cli;
-use super::common::{data_dir, project_dir};
+use super::common::project_dir;
 use crate::config::process_env;
 use crate::import::{Candidate, Client, ImportSources, ImportedTransport, Scan};
 use crate::registry::{ImportPreview, Registry, Scope};
@@ -89,8 +89,7 @@ pub async fn run(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, String> {
     });
     let request = json!({"from": only.map(|c| c.name()), "workspace": workspace});
     // Project-scope imports belong to the workspace they were read from.
-    let servers =
-        crate::servers::Servers::open(&data_dir(cli), &workspace).map_err(|e| e.to_string())?;
+    let servers = super::common::open_servers_for(cli, &workspace)?;
     if args.apply.is_empty() {
         preview(cli, &servers, &scan, &request)
     } else {

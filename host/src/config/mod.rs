@@ -9,6 +9,7 @@ mod auth_table;
 mod expand;
 mod parse;
 mod source;
+mod storage;
 mod transport;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,6 +20,9 @@ use serde_json::Value;
 
 pub use expand::expand_vars;
 pub use source::{Scope, Source, UnknownScope};
+pub use storage::{
+    DEFAULT_REGISTRY_SCHEMA, RegistryLocation, ResultsLocation, S3Location, Storage,
+};
 pub use transport::{
     Auth, AuthKind, ClientCredentials, ClientKey, MaskedDebug, OAuthClient, TaggedValue, Transport,
     TransportConfig,
@@ -381,6 +385,8 @@ pub struct Config {
     pub servers: BTreeMap<String, ServerConfig>,
     /// Plugin sandbox limits.
     pub sandbox: SandboxLimits,
+    /// Where the registry and retained results live (`[registry]`, `[results]`).
+    pub storage: Storage,
     /// The files that were read, in order.
     pub files: Vec<PathBuf>,
     /// Every source that defined each server, in the order they were merged (the last
@@ -494,6 +500,7 @@ impl Config {
             if let Some(limits) = document.sandbox {
                 config.sandbox = limits;
             }
+            document.apply_storage(&file, &mut config.storage, env)?;
             for (name, value) in document.servers {
                 config
                     .definitions
@@ -539,11 +546,44 @@ impl Config {
             files: vec![file.into()],
             ..Default::default()
         };
+        document.apply_storage(file, &mut config.storage, env)?;
         for (name, value) in document.servers {
             let server = parse::parse_server(&name, &Source::File(file.into()), &value, env)?;
             config.servers.insert(name, server);
         }
         Ok(config)
+    }
+}
+
+impl Storage {
+    /// The `[registry]` and `[results]` settings of `sources` alone (later files win):
+    /// what a command needs before it opens the registry, whose services the full
+    /// [`Config::load_with`] merges in.
+    pub fn load(
+        sources: &ConfigSources,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Storage, ConfigError> {
+        let mut storage = Storage::default();
+        let files = sources
+            .user
+            .iter()
+            .chain(&sources.project)
+            .map(|f| (f, false))
+            .chain(sources.explicit.iter().map(|f| (f, true)));
+        for (file, required) in files {
+            let text = match std::fs::read_to_string(file) {
+                Ok(t) => t,
+                Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(ConfigError::Read {
+                        file: file.clone(),
+                        message: e.to_string(),
+                    });
+                }
+            };
+            parse::parse_document(file, &text)?.apply_storage(file, &mut storage, env)?;
+        }
+        Ok(storage)
     }
 }
 

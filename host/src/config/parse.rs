@@ -17,6 +17,33 @@ use crate::secrets::{KnownSecrets, looks_like_credential};
 pub(super) struct Document {
     pub servers: Vec<(String, Value)>,
     pub sandbox: Option<SandboxLimits>,
+    /// The `[registry]` table, unexpanded.
+    pub registry: Option<Value>,
+    /// The `[results]` table, unexpanded.
+    pub results: Option<Value>,
+}
+
+impl Document {
+    /// Sets what this file's `[registry]` and `[results]` tables say (each replaces the
+    /// earlier setting whole), expanding `${VAR}` with `env`.
+    pub(super) fn apply_storage(
+        &self,
+        file: &Path,
+        storage: &mut super::Storage,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), ConfigError> {
+        let file_err = |message: String| ConfigError::File {
+            file: file.to_path_buf(),
+            message,
+        };
+        if let Some(registry) = &self.registry {
+            storage.registry = super::storage::parse_registry(registry, env).map_err(file_err)?;
+        }
+        if let Some(results) = &self.results {
+            storage.results = super::storage::parse_results(results, env).map_err(file_err)?;
+        }
+        Ok(())
+    }
 }
 
 const SERVER_KEYS: &[&str] = &[
@@ -77,7 +104,7 @@ pub(super) fn parse_document(file: &Path, text: &str) -> Result<Document, Config
         )));
     };
     let mut servers = Vec::new();
-    let mut sandbox = None;
+    let (mut sandbox, mut registry, mut results) = (None, None, None);
     for (key, value) in root {
         match key.as_str() {
             "mcp_servers" | "mcpServers" | "servers" => {
@@ -90,14 +117,21 @@ pub(super) fn parse_document(file: &Path, text: &str) -> Result<Document, Config
                 servers.extend(map);
             }
             "sandbox" => sandbox = Some(parse_sandbox(&value).map_err(file_err)?),
+            "registry" => registry = Some(value),
+            "results" => results = Some(value),
             other => {
                 return Err(file_err(format!(
-                    "unknown top-level key \"{other}\" (expected \"mcp_servers\" or \"sandbox\")"
+                    "unknown top-level key \"{other}\" (expected \"mcp_servers\", \"sandbox\", \"registry\" or \"results\")"
                 )));
             }
         }
     }
-    Ok(Document { servers, sandbox })
+    Ok(Document {
+        servers,
+        sandbox,
+        registry,
+        results,
+    })
 }
 
 fn parse_sandbox(value: &Value) -> Result<SandboxLimits, String> {

@@ -272,7 +272,8 @@ pub async fn serve_http(
     if !loopback && !http.allow_remote {
         return Err(HttpError::RemoteNotAllowed(http.addr));
     }
-    let tokens = TokenBook::open(data_dir).map_err(|e| HttpError::Tokens(e.to_string()))?;
+    let tokens = TokenBook::with_registry(airlock.registry(), data_dir)
+        .map_err(|e| HttpError::Tokens(e.to_string()))?;
     if (!loopback || http.require_token)
         && tokens
             .list()

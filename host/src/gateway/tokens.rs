@@ -4,6 +4,7 @@
 //! add|list|remove` manages them.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -38,9 +39,10 @@ pub struct TokenInfo {
     pub created_at: i64,
 }
 
-/// The gateway's tokens in one data directory.
+/// The gateway's tokens: in the registry (so replicas sharing one recognise the same
+/// tokens), their values in the data directory's secret store.
 pub struct TokenBook {
-    registry: Registry,
+    registry: Arc<Registry>,
     store: SecretStore,
 }
 
@@ -57,14 +59,26 @@ pub(crate) fn valid_agent(agent: &str) -> bool {
 }
 
 impl TokenBook {
-    /// Opens the tokens of `data_dir`.
-    pub fn open(data_dir: &Path) -> Result<TokenBook, TokenError> {
+    /// Opens the tokens of `data_dir`, in the registry `location` names.
+    pub fn open(
+        data_dir: &Path,
+        location: &crate::config::RegistryLocation,
+    ) -> Result<TokenBook, TokenError> {
         std::fs::create_dir_all(data_dir).map_err(|e| SecretError::File {
             path: data_dir.to_path_buf(),
             message: e.to_string(),
         })?;
+        let registry = Arc::new(Registry::open_at(data_dir, location)?);
+        Self::with_registry(registry, data_dir)
+    }
+
+    /// The tokens of an open registry, with the secret store of `data_dir`.
+    pub fn with_registry(
+        registry: Arc<Registry>,
+        data_dir: &Path,
+    ) -> Result<TokenBook, TokenError> {
         Ok(TokenBook {
-            registry: Registry::open(data_dir)?,
+            registry,
             store: SecretStore::open(data_dir)?,
         })
     }

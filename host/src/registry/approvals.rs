@@ -4,13 +4,15 @@
 //! JSON text), and an optional expiry. A later question from the same rule about a
 //! matching call is answered by the grant instead of a person.
 //!
-//! Globs are SQLite's `GLOB` (`*`, `?`, `[…]`, case-sensitive); [`glob_literal`] makes
-//! a pattern that matches one text exactly.
+//! Globs are SQLite's `GLOB` (`*`, `?`, `[…]`, `[^…]`, case-sensitive); [`glob_literal`]
+//! makes a pattern that matches one text exactly. PostgreSQL has no `GLOB`: there each
+//! grant also keeps its globs as anchored regular expressions ([`glob_regex`]), written
+//! with the row and matched with `~`.
 
-use rusqlite::{OptionalExtension, Row, params};
 use serde::Serialize;
 
-use super::{Registry, RegistryError};
+use super::db::{Db, Row};
+use super::{Registry, RegistryError, params};
 
 /// A remembered approval.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -54,18 +56,69 @@ pub struct ApprovalScope<'a> {
 
 const COLUMNS: &str = "id, agent, service, tool, arguments, plugin, rule, expires_at, created_at";
 
-fn grant_from_row(row: &Row) -> rusqlite::Result<ApprovalGrant> {
+fn grant_from_row(row: &Row) -> Result<ApprovalGrant, RegistryError> {
     Ok(ApprovalGrant {
-        id: row.get(0)?,
-        agent: row.get(1)?,
-        service: row.get(2)?,
-        tool: row.get(3)?,
-        arguments: row.get(4)?,
-        plugin: row.get(5)?,
-        rule: row.get(6)?,
-        expires_at: row.get(7)?,
-        created_at: row.get(8)?,
+        id: row.int(0)?,
+        agent: row.text(1)?,
+        service: row.text(2)?,
+        tool: row.text(3)?,
+        arguments: row.text(4)?,
+        plugin: row.text(5)?,
+        rule: row.text(6)?,
+        expires_at: row.opt_int(7)?,
+        created_at: row.int(8)?,
     })
+}
+
+/// The anchored regular expression (PostgreSQL's `~`) that matches what the `GLOB`
+/// pattern `glob` matches in SQLite. An unclosed `[` matches nothing there, and here.
+pub(super) fn glob_regex(glob: &str) -> String {
+    const META: &str = ".^$|()[]{}*+?\\";
+    let mut re = String::from("^");
+    let chars: Vec<char> = glob.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            '*' => re.push_str(".*"),
+            '?' => re.push('.'),
+            '[' => {
+                // A class: `[^` negates; a `]` right after the opening is a member.
+                let mut j = i + 1;
+                let mut class = String::from("[");
+                if chars.get(j) == Some(&'^') {
+                    class.push('^');
+                    j += 1;
+                }
+                if chars.get(j) == Some(&']') {
+                    class.push(']');
+                    j += 1;
+                }
+                while j < chars.len() && chars[j] != ']' {
+                    if chars[j] == '\\' || chars[j] == '[' {
+                        class.push('\\');
+                    }
+                    class.push(chars[j]);
+                    j += 1;
+                }
+                if j >= chars.len() {
+                    // `x` before the start of the text: matches nothing.
+                    return "x^".to_string();
+                }
+                class.push(']');
+                re.push_str(&class);
+                i = j;
+            }
+            c => {
+                if META.contains(c) {
+                    re.push('\\');
+                }
+                re.push(c);
+            }
+        }
+        i += 1;
+    }
+    re.push('$');
+    re
 }
 
 /// A glob that matches `text` and nothing else (each of `*`, `?` and `[` in brackets).
@@ -92,21 +145,42 @@ impl Registry {
         scope: &ApprovalScope<'_>,
         expires_at: Option<i64>,
     ) -> Result<i64, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        db.execute(
-            "INSERT INTO approvals (agent, service, tool, arguments, plugin, rule, expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![
-                scope.agent,
-                scope.service,
-                scope.tool,
-                scope.arguments,
-                scope.plugin,
-                scope.rule,
-                expires_at
-            ],
-        )?;
-        Ok(db.last_insert_rowid())
+        let row = match self.db {
+            Db::Sqlite(_) => self.db.query_opt(
+                "INSERT INTO approvals (agent, service, tool, arguments, plugin, rule, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+                &params![
+                    scope.agent,
+                    scope.service,
+                    scope.tool,
+                    scope.arguments,
+                    scope.plugin,
+                    scope.rule,
+                    expires_at
+                ],
+            )?,
+            Db::Postgres(_) => {
+                let (tool_re, arguments_re) = (glob_regex(scope.tool), glob_regex(scope.arguments));
+                self.db.query_opt(
+                    "INSERT INTO approvals
+                       (agent, service, tool, arguments, plugin, rule, expires_at, tool_re, arguments_re)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING id",
+                    &params![
+                        scope.agent,
+                        scope.service,
+                        scope.tool,
+                        scope.arguments,
+                        scope.plugin,
+                        scope.rule,
+                        expires_at,
+                        &tool_re,
+                        &arguments_re
+                    ],
+                )?
+            }
+        };
+        row.ok_or_else(|| RegistryError::Corrupt("an approval got no id".into()))?
+            .int(0)
     }
 
     /// The oldest live grant that answers the question `scope` describes, at `now`
@@ -117,17 +191,20 @@ impl Registry {
         scope: &ApprovalScope<'_>,
         now: i64,
     ) -> Result<Option<ApprovalGrant>, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        Ok(db
-            .query_row(
+        let matches = match self.db {
+            Db::Sqlite(_) => "?5 GLOB tool AND ?6 GLOB arguments",
+            Db::Postgres(_) => "?5 ~ tool_re AND ?6 ~ arguments_re",
+        };
+        self.db
+            .query_opt(
                 &format!(
                     "SELECT {COLUMNS} FROM approvals
                      WHERE agent = ?1 AND service = ?2 AND plugin = ?3 AND rule = ?4
-                       AND ?5 GLOB tool AND ?6 GLOB arguments
+                       AND {matches}
                        AND (expires_at IS NULL OR expires_at > ?7)
                      ORDER BY id LIMIT 1"
                 ),
-                params![
+                &params![
                     scope.agent,
                     scope.service,
                     scope.plugin,
@@ -136,26 +213,32 @@ impl Registry {
                     scope.arguments,
                     now
                 ],
-                grant_from_row,
-            )
-            .optional()?)
+            )?
+            .map(|row| grant_from_row(&row))
+            .transpose()
     }
 
     /// The remembered approvals of `agent` (every agent's with `None`), oldest first,
     /// lapsed ones included (their `expires_at` says so).
     pub fn approvals(&self, agent: Option<&str>) -> Result<Vec<ApprovalGrant>, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        let mut stmt = db.prepare(&format!(
-            "SELECT {COLUMNS} FROM approvals WHERE ?1 IS NULL OR agent = ?1 ORDER BY id"
-        ))?;
-        let rows = stmt.query_map([agent], grant_from_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let rows = match agent {
+            Some(agent) => self.db.query(
+                &format!("SELECT {COLUMNS} FROM approvals WHERE agent = ?1 ORDER BY id"),
+                &params![agent],
+            )?,
+            None => self
+                .db
+                .query(&format!("SELECT {COLUMNS} FROM approvals ORDER BY id"), &[])?,
+        };
+        rows.iter().map(grant_from_row).collect()
     }
 
     /// Forgets the approval `id`. Returns whether there was one.
     pub fn revoke_approval(&self, id: i64) -> Result<bool, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        Ok(db.execute("DELETE FROM approvals WHERE id = ?1", [id])? > 0)
+        Ok(self
+            .db
+            .execute("DELETE FROM approvals WHERE id = ?1", &params![id])?
+            > 0)
     }
 }
 
@@ -221,5 +304,34 @@ mod tests {
         assert!(reg.revoke_approval(any).unwrap());
         assert!(!reg.revoke_approval(any).unwrap());
         assert_eq!(reg.approvals(None).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn glob_regexes_match_what_sqlite_globs_match() {
+        let cases = [
+            ("drop_*", "drop_table", true),
+            ("drop_*", "xdrop_table", false),
+            ("a?c", "abc", true),
+            ("a?c", "ac", false),
+            ("[^x]y", "zy", true),
+            ("[^x]y", "xy", false),
+            ("[]]", "]", true),
+            ("a.b", "axb", false),
+            ("(x)+", "(x)+", true),
+            ("[a", "[a", false),
+        ];
+        for (glob, text, expected) in cases {
+            let re = regex::Regex::new(&glob_regex(glob)).unwrap();
+            assert_eq!(
+                re.is_match(text),
+                expected,
+                "{glob} vs {text}: {}",
+                glob_regex(glob)
+            );
+        }
+        let literal = glob_literal(r#"{"p":"a*b?[c]\\d"}"#);
+        let re = regex::Regex::new(&glob_regex(&literal)).unwrap();
+        assert!(re.is_match(r#"{"p":"a*b?[c]\\d"}"#));
+        assert!(!re.is_match(r#"{"p":"aXb?[c]\\d"}"#));
     }
 }

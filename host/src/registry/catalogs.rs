@@ -1,11 +1,10 @@
 //! The `catalogs` table: the tools a server listed when `airlock servers test` ran, one
 //! catalog per service and launch digest.
 
-use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Registry, RegistryError, corrupt, to_json};
+use super::{Registry, RegistryError, corrupt, params, to_json};
 
 /// A catalog saved by `airlock servers test`: the raw tools as the server listed them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -31,20 +30,24 @@ pub struct StoredCatalog {
 impl Registry {
     /// Saves a tested catalog, replacing the previous one.
     pub fn save_catalog(&self, catalog: &StoredCatalog) -> Result<(), RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        db.execute(
-            "INSERT OR REPLACE INTO catalogs
+        let tools = to_json(&catalog.tools);
+        self.db.execute(
+            "INSERT INTO catalogs
              (service, launch_digest, tested_at, protocol_version, server_name, server_version, transport, tools)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![
-                catalog.service,
-                catalog.launch_digest,
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+             ON CONFLICT (service, launch_digest) DO UPDATE SET
+                tested_at = excluded.tested_at, protocol_version = excluded.protocol_version,
+                server_name = excluded.server_name, server_version = excluded.server_version,
+                transport = excluded.transport, tools = excluded.tools",
+            &params![
+                &catalog.service,
+                &catalog.launch_digest,
                 catalog.tested_at,
-                catalog.protocol_version,
-                catalog.server_name,
-                catalog.server_version,
-                catalog.transport,
-                to_json(&catalog.tools),
+                &catalog.protocol_version,
+                &catalog.server_name,
+                &catalog.server_version,
+                &catalog.transport,
+                &tools,
             ],
         )?;
         Ok(())
@@ -58,41 +61,36 @@ impl Registry {
         service: &str,
         launch_digest: &str,
     ) -> Result<Option<StoredCatalog>, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        Ok(db
-            .query_row(
-                "SELECT service, launch_digest, tested_at, protocol_version, server_name, server_version, transport, tools
-                 FROM catalogs WHERE service = ?1 AND launch_digest = ?2",
-                [service, launch_digest],
-                |row| {
-                    let tools: String = row.get(7)?;
-                    Ok(StoredCatalog {
-                        service: row.get(0)?,
-                        launch_digest: row.get(1)?,
-                        tested_at: row.get(2)?,
-                        protocol_version: row.get(3)?,
-                        server_name: row.get(4)?,
-                        server_version: row.get(5)?,
-                        transport: row.get(6)?,
-                        tools: serde_json::from_str(&tools)
-                            .map_err(|e| corrupt(service, "catalogs.tools", e))?,
-                    })
-                },
-            )
-            .optional()?)
+        let Some(row) = self.db.query_opt(
+            "SELECT service, launch_digest, tested_at, protocol_version, server_name, server_version, transport, tools
+             FROM catalogs WHERE service = ?1 AND launch_digest = ?2",
+            &params![service, launch_digest],
+        )?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(StoredCatalog {
+            service: row.text(0)?,
+            launch_digest: row.text(1)?,
+            tested_at: row.int(2)?,
+            protocol_version: row.text(3)?,
+            server_name: row.text(4)?,
+            server_version: row.text(5)?,
+            transport: row.text(6)?,
+            tools: serde_json::from_str(&row.text(7)?)
+                .map_err(|e| corrupt(service, "catalogs.tools", e))?,
+        }))
     }
 
     /// Whether `service` has a tested catalog for any launch (to tell "stale" from
     /// "never tested").
     pub fn has_catalog(&self, service: &str) -> Result<bool, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        Ok(db
-            .query_row(
+        Ok(self
+            .db
+            .query_opt(
                 "SELECT 1 FROM catalogs WHERE service = ?1 LIMIT 1",
-                [service],
-                |_| Ok(()),
-            )
-            .optional()?
+                &params![service],
+            )?
             .is_some())
     }
 
@@ -103,10 +101,9 @@ impl Registry {
         service: &str,
         launch_digest: &str,
     ) -> Result<bool, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        Ok(db.execute(
+        Ok(self.db.execute(
             "DELETE FROM catalogs WHERE service = ?1 AND launch_digest = ?2",
-            [service, launch_digest],
+            &params![service, launch_digest],
         )? > 0)
     }
 }

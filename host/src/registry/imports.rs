@@ -3,10 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use rusqlite::{OptionalExtension, params};
 use serde_json::Value;
 
-use super::{Registry, RegistryError, corrupt, to_json};
+use super::{Registry, RegistryError, corrupt, params, to_json};
 
 /// A saved import preview (digests only: no value is stored).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,40 +27,39 @@ impl Registry {
         request: &Value,
         entries: &BTreeMap<String, String>,
     ) -> Result<i64, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        db.execute(
-            "INSERT INTO import_previews (request, entries) VALUES (?1, ?2)",
-            params![to_json(request), to_json(entries)],
+        let (request, entries) = (to_json(request), to_json(entries));
+        let row = self.db.query_opt(
+            "INSERT INTO import_previews (request, entries) VALUES (?1, ?2) RETURNING id",
+            &params![&request, &entries],
         )?;
-        Ok(db.last_insert_rowid())
+        row.ok_or_else(|| RegistryError::Corrupt("an import preview got no id".into()))?
+            .int(0)
     }
 
     /// The newest import preview, if any.
     pub fn latest_import_preview(&self) -> Result<Option<ImportPreview>, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        Ok(db
-            .query_row(
-                "SELECT id, created_at, request, entries FROM import_previews ORDER BY id DESC LIMIT 1",
-                [],
-                |row| {
-                    let request: String = row.get(2)?;
-                    let entries: String = row.get(3)?;
-                    Ok(ImportPreview {
-                        id: row.get(0)?,
-                        created_at: row.get(1)?,
-                        request: serde_json::from_str(&request)
-                            .map_err(|e| corrupt("import preview", "request", e))?,
-                        entries: serde_json::from_str(&entries)
-                            .map_err(|e| corrupt("import preview", "entries", e))?,
-                    })
-                },
-            )
-            .optional()?)
+        let Some(row) = self.db.query_opt(
+            "SELECT id, created_at, request, entries FROM import_previews ORDER BY id DESC LIMIT 1",
+            &[],
+        )?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(ImportPreview {
+            id: row.int(0)?,
+            created_at: row.int(1)?,
+            request: serde_json::from_str(&row.text(2)?)
+                .map_err(|e| corrupt("import preview", "request", e))?,
+            entries: serde_json::from_str(&row.text(3)?)
+                .map_err(|e| corrupt("import preview", "entries", e))?,
+        }))
     }
 
     /// The database's current time (unix seconds), the clock previews are judged by.
     pub fn now(&self) -> Result<i64, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        Ok(db.query_row("SELECT unixepoch()", [], |r| r.get(0))?)
+        self.db
+            .query_opt("SELECT unixepoch()", &[])?
+            .ok_or_else(|| RegistryError::Corrupt("the database has no clock".into()))?
+            .int(0)
     }
 }

@@ -1,17 +1,23 @@
-//! Persistent state in an embedded SQLite database (`registry.db` in the data
-//! directory), with versioned migrations: frozen namespaces, grants, services managed by
-//! `airlock servers` (secret values are only referenced), tested catalogs, the index of
-//! retained results, import previews, gateway tokens and remembered approvals.
+//! Persistent state, with versioned migrations: frozen namespaces, grants, services
+//! managed by `airlock servers` (secret values are only referenced), tested catalogs,
+//! the index of retained results, import previews, gateway tokens and remembered
+//! approvals.
 //!
-//! This module owns the [`Registry`] handle, its errors, the migrations, and the
+//! Two engines hold it ([`db`]): an embedded SQLite database (`registry.db` in the data
+//! directory, the default), or PostgreSQL (`[registry] url = "postgres://…"`), which
+//! several hosts share. Every statement is written once and runs on both.
+//!
+//! This module owns the [`Registry`] handle, its errors, the SQLite migrations, and the
 //! namespace and grant tables; each other table has its own module.
 //!
-//! Layer 4 (storage). May import: `config`.
+//! Layer 4 (storage). May import: `config`, `storage`.
 
 mod approvals;
 mod auth_row;
 mod catalogs;
+mod db;
 mod imports;
+mod postgres;
 mod results;
 mod services;
 mod tokens;
@@ -27,8 +33,11 @@ pub use tokens::TokenRecord;
 use std::path::Path;
 use std::sync::Mutex;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::Connection;
 use serde::Serialize;
+
+use crate::config::RegistryLocation;
+use db::Db;
 
 /// The database file's name inside the data directory.
 pub const DB_FILE: &str = "registry.db";
@@ -124,9 +133,20 @@ const MIGRATIONS: &[&str] = &[
 /// A registry error.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
-    /// The database failed.
+    /// The SQLite database failed.
     #[error("registry database: {0}")]
     Db(#[from] rusqlite::Error),
+    /// The PostgreSQL database failed or could not be reached.
+    #[error("registry database {location}: {message}")]
+    Postgres {
+        /// Where (`postgres://host:port/database (schema)`, never the password).
+        location: String,
+        /// What failed.
+        message: String,
+    },
+    /// The `[registry]` settings are unusable.
+    #[error("{0}")]
+    Config(String),
     /// A stored row does not decode (the message names the row and column).
     #[error("registry database: {0}")]
     Corrupt(String),
@@ -144,51 +164,63 @@ pub enum RegistryError {
 
 /// The registry database.
 pub struct Registry {
-    db: Mutex<Connection>,
+    db: Db,
 }
 
 impl Registry {
-    /// Opens (creating and migrating as needed) the database in `data_dir`.
+    /// Opens (creating and migrating as needed) the SQLite database in `data_dir`.
     pub fn open(data_dir: &Path) -> Result<Self, RegistryError> {
-        let db = Connection::open(data_dir.join(DB_FILE))?;
+        let mut db = Connection::open(data_dir.join(DB_FILE))?;
         db.busy_timeout(std::time::Duration::from_secs(5))?;
         db.pragma_update(None, "journal_mode", "WAL")?;
-        let registry = Registry { db: Mutex::new(db) };
-        registry.migrate()?;
-        Ok(registry)
+        migrate_sqlite(&mut db)?;
+        Ok(Registry {
+            db: Db::Sqlite(Mutex::new(db)),
+        })
     }
 
-    fn migrate(&self) -> Result<(), RegistryError> {
-        let mut db = self.db.lock().expect("registry lock poisoned");
-        let tx = db.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let version: usize = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
-            tx.execute_batch(sql)?;
-            tx.pragma_update(None, "user_version", i + 1)?;
+    /// Opens the registry `location` names: SQLite in `data_dir`, or a PostgreSQL
+    /// database (connecting, creating the schema and migrating as needed). Blocking:
+    /// call it where blocking is allowed.
+    pub fn open_at(data_dir: &Path, location: &RegistryLocation) -> Result<Self, RegistryError> {
+        match location {
+            RegistryLocation::Local => Registry::open(data_dir),
+            RegistryLocation::Postgres { url, schema } => Ok(Registry {
+                db: Db::Postgres(postgres::Postgres::connect(url, schema)?),
+            }),
         }
-        tx.commit()?;
-        Ok(())
+    }
+
+    /// Which engine holds the registry, and where: `SQLite` or
+    /// `PostgreSQL postgres://host:port/db (schema)`.
+    pub fn describe(&self) -> String {
+        match &self.db {
+            Db::Sqlite(_) => self.db.engine().to_string(),
+            Db::Postgres(pg) => format!("{} {}", self.db.engine(), pg.location()),
+        }
     }
 
     /// The frozen namespace of `service`, if one was chosen.
     pub fn namespace(&self, service: &str) -> Result<Option<String>, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        Ok(db
-            .query_row(
+        self.db
+            .query_opt(
                 "SELECT namespace FROM namespaces WHERE service = ?1",
-                [service],
-                |r| r.get(0),
-            )
-            .optional()?)
+                &[service.into()],
+            )?
+            .map(|row| row.text(0))
+            .transpose()
     }
 
     /// Every namespace held by a service other than `service`.
     pub fn namespaces_except(&self, service: &str) -> Result<Vec<String>, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        let mut stmt =
-            db.prepare("SELECT namespace FROM namespaces WHERE service != ?1 ORDER BY namespace")?;
-        let rows = stmt.query_map([service], |r| r.get(0))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.db
+            .query(
+                "SELECT namespace FROM namespaces WHERE service != ?1 ORDER BY namespace",
+                &[service.into()],
+            )?
+            .iter()
+            .map(|row| row.text(0))
+            .collect()
     }
 
     /// Freezes `namespace` for `service`. Returns the namespace that ends up stored: the
@@ -198,83 +230,102 @@ impl Registry {
         service: &str,
         namespace: &str,
     ) -> Result<String, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        db.execute(
-            "INSERT INTO namespaces (service, namespace) VALUES (?1, ?2) ON CONFLICT(service) DO NOTHING",
-            params![service, namespace],
+        self.db.execute(
+            "INSERT INTO namespaces (service, namespace) VALUES (?1, ?2) ON CONFLICT (service) DO NOTHING",
+            &[service.into(), namespace.into()],
         )?;
-        Ok(db.query_row(
-            "SELECT namespace FROM namespaces WHERE service = ?1",
-            [service],
-            |r| r.get(0),
-        )?)
+        self.namespace(service)?.ok_or_else(|| {
+            RegistryError::Corrupt(format!(
+                "the namespace of service \"{service}\" vanished as it was frozen"
+            ))
+        })
     }
+}
+
+/// Runs the SQLite migrations not yet applied; `PRAGMA user_version` records how many
+/// ran.
+fn migrate_sqlite(db: &mut Connection) -> Result<(), RegistryError> {
+    let tx = db.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let version: usize = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", i + 1)?;
+    }
+    tx.commit()?;
+    Ok(())
 }
 
 impl Registry {
     /// Grants `service` to `agent`. Returns whether the grant is new.
     pub fn grant(&self, agent: &str, service: &str) -> Result<bool, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        Ok(db.execute(
-            "INSERT OR IGNORE INTO grants (agent, service) VALUES (?1, ?2)",
-            params![agent, service],
+        Ok(self.db.execute(
+            "INSERT INTO grants (agent, service) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+            &[agent.into(), service.into()],
         )? > 0)
     }
 
     /// Revokes `agent`'s grant of `service`. Returns whether there was one.
     pub fn revoke(&self, agent: &str, service: &str) -> Result<bool, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        Ok(db.execute(
+        Ok(self.db.execute(
             "DELETE FROM grants WHERE agent = ?1 AND service = ?2",
-            params![agent, service],
+            &[agent.into(), service.into()],
         )? > 0)
     }
 
     /// Whether `agent` holds a grant for `service`.
     pub fn is_granted(&self, agent: &str, service: &str) -> Result<bool, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        Ok(db
-            .query_row(
+        Ok(self
+            .db
+            .query_opt(
                 "SELECT 1 FROM grants WHERE agent = ?1 AND service = ?2",
-                params![agent, service],
-                |_| Ok(()),
-            )
-            .optional()?
+                &[agent.into(), service.into()],
+            )?
             .is_some())
     }
 
     /// The services granted to `agent`, in name order.
     pub fn grants(&self, agent: &str) -> Result<Vec<String>, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        let mut stmt =
-            db.prepare("SELECT service FROM grants WHERE agent = ?1 ORDER BY service")?;
-        let rows = stmt.query_map([agent], |r| r.get(0))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.db
+            .query(
+                "SELECT service FROM grants WHERE agent = ?1 ORDER BY service",
+                &[agent.into()],
+            )?
+            .iter()
+            .map(|row| row.text(0))
+            .collect()
     }
 
     /// Every grant, as (agent, service) pairs in agent then service order.
     pub fn all_grants(&self) -> Result<Vec<(String, String)>, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        let mut stmt = db.prepare("SELECT agent, service FROM grants ORDER BY agent, service")?;
-        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.db
+            .query(
+                "SELECT agent, service FROM grants ORDER BY agent, service",
+                &[],
+            )?
+            .iter()
+            .map(|row| Ok((row.text(0)?, row.text(1)?)))
+            .collect()
     }
 }
 
 /// The error a row decoder returns for a stored value that does not decode (the
 /// message names the row and column).
-fn corrupt(name: &str, column: &str, e: impl std::fmt::Display) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(
-        0,
-        rusqlite::types::Type::Text,
-        format!("service \"{name}\", column {column}: {e}").into(),
-    )
+fn corrupt(name: &str, column: &str, e: impl std::fmt::Display) -> RegistryError {
+    RegistryError::Corrupt(format!("service \"{name}\", column {column}: {e}"))
 }
 
 /// A value as stored in a JSON column.
 fn to_json<T: Serialize>(v: &T) -> String {
     serde_json::to_string(v).expect("registry values serialize")
 }
+
+/// Statement parameters, each converted with [`Param::from`].
+macro_rules! params {
+    ($($value:expr),* $(,)?) => {
+        [$($crate::registry::db::Param::from($value)),*]
+    };
+}
+use params;
 
 #[cfg(test)]
 mod tests;

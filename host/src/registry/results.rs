@@ -1,9 +1,9 @@
 //! The `results` table: the index of retained results, by service and owning agent.
 
-use rusqlite::params;
 use serde::Serialize;
 
-use super::{Registry, RegistryError};
+use super::db::Db;
+use super::{Registry, RegistryError, params};
 
 /// One retained result in the index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -32,47 +32,60 @@ impl Registry {
 
     /// Records a batch of retained results in the index, in one transaction.
     pub fn index_results(&self, entries: &[ResultEntry]) -> Result<(), RegistryError> {
-        let mut db = self.db.lock().expect("registry lock poisoned");
-        let tx = db.transaction()?;
-        {
-            let mut insert = tx.prepare_cached(
-                "INSERT OR REPLACE INTO results (output_id, service, agent, size, digest, complete, redacted)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )?;
-            for entry in entries {
-                insert.execute(params![
-                    entry.output_id,
-                    entry.service,
-                    entry.agent,
-                    entry.size,
-                    entry.digest,
-                    entry.complete,
-                    entry.redacted
-                ])?;
-            }
-        }
-        tx.commit()?;
-        Ok(())
+        let sizes: Vec<i64> = entries.iter().map(|e| e.size as i64).collect();
+        let statements: Vec<_> = entries
+            .iter()
+            .zip(&sizes)
+            .map(|(entry, size)| {
+                (
+                    "INSERT INTO results (output_id, service, agent, size, digest, complete, redacted)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                     ON CONFLICT (output_id) DO UPDATE SET service = excluded.service,
+                        agent = excluded.agent, size = excluded.size, digest = excluded.digest,
+                        complete = excluded.complete, redacted = excluded.redacted",
+                    params![
+                        &entry.output_id,
+                        &entry.service,
+                        &entry.agent,
+                        *size,
+                        &entry.digest,
+                        entry.complete,
+                        entry.redacted
+                    ]
+                    .to_vec(),
+                )
+            })
+            .collect();
+        self.db.transaction(&statements)
     }
 
     /// The indexed results of `service` owned by `agent`, newest first.
     pub fn results(&self, service: &str, agent: &str) -> Result<Vec<ResultEntry>, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        let mut stmt = db.prepare(
-            "SELECT output_id, service, agent, size, digest, complete, redacted FROM results
-             WHERE service = ?1 AND agent = ?2 ORDER BY created_at DESC, rowid DESC",
-        )?;
-        let rows = stmt.query_map(params![service, agent], |row| {
-            Ok(ResultEntry {
-                output_id: row.get(0)?,
-                service: row.get(1)?,
-                agent: row.get(2)?,
-                size: row.get(3)?,
-                digest: row.get(4)?,
-                complete: row.get(5)?,
-                redacted: row.get(6)?,
+        // Ties within a second go to the later insert: SQLite's rowid, PostgreSQL's seq.
+        let sql = match self.db {
+            Db::Sqlite(_) => {
+                "SELECT output_id, service, agent, size, digest, complete, redacted FROM results
+                 WHERE service = ?1 AND agent = ?2 ORDER BY created_at DESC, rowid DESC"
+            }
+            Db::Postgres(_) => {
+                "SELECT output_id, service, agent, size, digest, complete, redacted FROM results
+                 WHERE service = ?1 AND agent = ?2 ORDER BY created_at DESC, seq DESC"
+            }
+        };
+        self.db
+            .query(sql, &params![service, agent])?
+            .iter()
+            .map(|row| {
+                Ok(ResultEntry {
+                    output_id: row.text(0)?,
+                    service: row.text(1)?,
+                    agent: row.text(2)?,
+                    size: row.int(3)? as u64,
+                    digest: row.text(4)?,
+                    complete: row.boolean(5)?,
+                    redacted: row.boolean(6)?,
+                })
             })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+            .collect()
     }
 }

@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Registry, RegistryError, auth_row, corrupt, to_json};
+use super::db::Row;
+use super::{Registry, RegistryError, auth_row, corrupt, params, to_json};
 use crate::config::Transport;
 
 pub use crate::config::Scope;
@@ -100,40 +100,43 @@ fn json_col<T: serde::de::DeserializeOwned>(
     idx: usize,
     name: &str,
     column: &str,
-) -> rusqlite::Result<T> {
-    let text: String = row.get(idx)?;
+) -> Result<T, RegistryError> {
+    let text = row.text(idx)?;
     serde_json::from_str(&text).map_err(|e| corrupt(name, column, e))
 }
 
-fn opt_json(row: &Row, idx: usize, name: &str, column: &str) -> rusqlite::Result<Option<Value>> {
-    let text: Option<String> = row.get(idx)?;
-    text.map(|t| serde_json::from_str(&t).map_err(|e| corrupt(name, column, e)))
+fn opt_json(
+    row: &Row,
+    idx: usize,
+    name: &str,
+    column: &str,
+) -> Result<Option<Value>, RegistryError> {
+    row.opt_text(idx)?
+        .map(|t| serde_json::from_str(&t).map_err(|e| corrupt(name, column, e)))
         .transpose()
 }
 
-fn record_from_row(row: &Row) -> rusqlite::Result<ServiceRecord> {
-    let scope: String = row.get(0)?;
-    let name: String = row.get(2)?;
-    let scope = Scope::parse(&scope).map_err(|e| corrupt(&name, "scope", e))?;
-    let transport: String = row.get(5)?;
+fn record_from_row(row: &Row) -> Result<ServiceRecord, RegistryError> {
+    let name = row.text(2)?;
+    let scope = Scope::parse(&row.text(0)?).map_err(|e| corrupt(&name, "scope", e))?;
+    let transport = row.text(5)?;
     let mut auth_secrets = BTreeMap::new();
     let transport = match transport.as_str() {
         "stdio" => StoredTransport::Stdio {
             command: row
-                .get::<_, Option<String>>(6)?
+                .opt_text(6)?
                 .ok_or_else(|| corrupt(&name, "command", "missing"))?,
             args: json_col(row, 7, &name, "args")?,
             env: json_col(row, 9, &name, "env")?,
         },
         "http" => StoredTransport::Http {
             url: row
-                .get::<_, Option<String>>(10)?
+                .opt_text(10)?
                 .ok_or_else(|| corrupt(&name, "url", "missing"))?,
             headers: json_col(row, 11, &name, "headers")?,
             auth: {
-                let (auth, secrets) =
-                    auth_row::decode(row.get::<_, Option<String>>(12)?.as_deref())
-                        .map_err(|e| corrupt(&name, "auth", e))?;
+                let (auth, secrets) = auth_row::decode(row.opt_text(12)?.as_deref())
+                    .map_err(|e| corrupt(&name, "auth", e))?;
                 auth_secrets = secrets;
                 auth
             },
@@ -143,21 +146,21 @@ fn record_from_row(row: &Row) -> rusqlite::Result<ServiceRecord> {
     Ok(ServiceRecord {
         key: ServiceKey {
             scope,
-            project: row.get(1)?,
+            project: row.text(1)?,
             name: name.clone(),
         },
-        label: row.get(3)?,
-        description: row.get(4)?,
+        label: row.opt_text(3)?,
+        description: row.opt_text(4)?,
         transport,
-        cwd: row.get(8)?,
-        enabled: row.get(13)?,
-        startup_timeout_secs: row.get(14)?,
-        tool_timeout_secs: row.get(15)?,
+        cwd: row.opt_text(8)?,
+        enabled: row.boolean(13)?,
+        startup_timeout_secs: row.opt_real(14)?,
+        tool_timeout_secs: row.opt_real(15)?,
         auth_secrets,
         adapters: opt_json(row, 16, &name, "adapters")?,
         adapter_config: opt_json(row, 17, &name, "adapter_config")?,
         repair: json_col(row, 18, &name, "repair")?,
-        origin: row.get(19)?,
+        origin: row.opt_text(19)?,
     })
 }
 
@@ -165,22 +168,15 @@ impl Registry {
     /// Inserts a new service. Fails with [`RegistryError::Exists`] when the name is
     /// taken in the same scope (and project); nothing is changed then.
     pub fn insert_service(&self, record: &ServiceRecord) -> Result<(), RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        self.write_service(&db, record, false)
+        self.write_service(record, false)
     }
 
     /// Replaces an existing service (matched by scope, project and name).
     pub fn update_service(&self, record: &ServiceRecord) -> Result<(), RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        self.write_service(&db, record, true)
+        self.write_service(record, true)
     }
 
-    fn write_service(
-        &self,
-        db: &rusqlite::Connection,
-        r: &ServiceRecord,
-        replace: bool,
-    ) -> Result<(), RegistryError> {
+    fn write_service(&self, r: &ServiceRecord, replace: bool) -> Result<(), RegistryError> {
         let (transport, command, args, env, url, headers, auth) = match &r.transport {
             StoredTransport::Stdio { command, args, env } => (
                 "stdio",
@@ -201,36 +197,41 @@ impl Registry {
                 auth_row::encode(auth, &r.auth_secrets),
             ),
         };
-        let values = params![
-            r.key.scope.as_str(),
-            r.key.project,
-            r.key.name,
-            r.label,
-            r.description,
-            transport,
-            command,
-            args,
-            r.cwd,
-            env,
-            url,
-            headers,
-            auth,
-            r.enabled,
-            r.startup_timeout_secs,
-            r.tool_timeout_secs,
+        let (adapters, adapter_config, repair) = (
             r.adapters.as_ref().map(to_json),
             r.adapter_config.as_ref().map(to_json),
             to_json(&r.repair),
-            r.origin,
+        );
+        let values = params![
+            r.key.scope.as_str(),
+            &r.key.project,
+            &r.key.name,
+            &r.label,
+            &r.description,
+            transport,
+            &command,
+            &args,
+            &r.cwd,
+            &env,
+            &url,
+            &headers,
+            &auth,
+            r.enabled,
+            r.startup_timeout_secs,
+            r.tool_timeout_secs,
+            &adapters,
+            &adapter_config,
+            &repair,
+            &r.origin,
         ];
         if replace {
-            let changed = db.execute(
+            let changed = self.db.execute(
                 &format!(
                     "UPDATE services SET ({SERVICE_COLUMNS}, updated_at) =
                      (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, unixepoch())
                      WHERE scope = ?1 AND project = ?2 AND name = ?3"
                 ),
-                values,
+                &values,
             )?;
             if changed == 0 {
                 return Err(RegistryError::Corrupt(format!(
@@ -239,13 +240,13 @@ impl Registry {
                 )));
             }
         } else {
-            let inserted = db.execute(
+            let inserted = self.db.execute(
                 &format!(
                     "INSERT INTO services ({SERVICE_COLUMNS})
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)
                      ON CONFLICT (scope, project, name) DO NOTHING"
                 ),
-                values,
+                &values,
             )?;
             if inserted == 0 {
                 return Err(RegistryError::Exists {
@@ -259,37 +260,39 @@ impl Registry {
 
     /// The service at exactly this key.
     pub fn service(&self, key: &ServiceKey) -> Result<Option<ServiceRecord>, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        Ok(db
-            .query_row(
+        self.db
+            .query_opt(
                 &format!(
                     "SELECT {SERVICE_COLUMNS} FROM services WHERE scope = ?1 AND project = ?2 AND name = ?3"
                 ),
-                params![key.scope.as_str(), key.project, key.name],
-                record_from_row,
-            )
-            .optional()?)
+                &params![key.scope.as_str(), &key.project, &key.name],
+            )?
+            .map(|row| record_from_row(&row))
+            .transpose()
     }
 
     /// The services visible from `project`: every user-scope service and the project's
     /// own, user scope first, each in name order.
     pub fn services(&self, project: &str) -> Result<Vec<ServiceRecord>, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        let mut stmt = db.prepare(&format!(
-            "SELECT {SERVICE_COLUMNS} FROM services
-             WHERE scope = 'user' OR (scope = 'project' AND project = ?1)
-             ORDER BY scope = 'project', name"
-        ))?;
-        let rows = stmt.query_map([project], record_from_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.db
+            .query(
+                &format!(
+                    "SELECT {SERVICE_COLUMNS} FROM services
+                     WHERE scope = 'user' OR (scope = 'project' AND project = ?1)
+                     ORDER BY scope = 'project', name"
+                ),
+                &params![project],
+            )?
+            .iter()
+            .map(record_from_row)
+            .collect()
     }
 
     /// Deletes a service. Returns whether it existed.
     pub fn delete_service(&self, key: &ServiceKey) -> Result<bool, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        Ok(db.execute(
+        Ok(self.db.execute(
             "DELETE FROM services WHERE scope = ?1 AND project = ?2 AND name = ?3",
-            params![key.scope.as_str(), key.project, key.name],
+            &params![key.scope.as_str(), &key.project, &key.name],
         )? > 0)
     }
 }

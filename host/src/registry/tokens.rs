@@ -1,9 +1,8 @@
 //! The `gateway_tokens` table: bearer tokens of `airlock serve --http`, by id, each with
 //! its agent, the SHA-256 that recognises it and the secret-store reference of its value.
 
-use rusqlite::{OptionalExtension, Row, params};
-
-use super::{Registry, RegistryError};
+use super::db::Row;
+use super::{Registry, RegistryError, params};
 
 /// One gateway token (its value is only referenced).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,13 +19,13 @@ pub struct TokenRecord {
     pub created_at: i64,
 }
 
-fn token_from_row(row: &Row) -> rusqlite::Result<TokenRecord> {
+fn token_from_row(row: &Row) -> Result<TokenRecord, RegistryError> {
     Ok(TokenRecord {
-        id: row.get(0)?,
-        agent: row.get(1)?,
-        fingerprint: row.get(2)?,
-        secret_ref: row.get(3)?,
-        created_at: row.get(4)?,
+        id: row.text(0)?,
+        agent: row.text(1)?,
+        fingerprint: row.text(2)?,
+        secret_ref: row.text(3)?,
+        created_at: row.int(4)?,
     })
 }
 
@@ -35,22 +34,23 @@ const TOKEN_COLUMNS: &str = "id, agent, fingerprint, secret_ref, created_at";
 impl Registry {
     /// Stores a new token.
     pub fn insert_token(&self, token: &TokenRecord) -> Result<(), RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        db.execute(
+        self.db.execute(
             "INSERT INTO gateway_tokens (id, agent, fingerprint, secret_ref) VALUES (?1, ?2, ?3, ?4)",
-            params![token.id, token.agent, token.fingerprint, token.secret_ref],
+            &params![&token.id, &token.agent, &token.fingerprint, &token.secret_ref],
         )?;
         Ok(())
     }
 
     /// Every token, oldest first.
     pub fn tokens(&self) -> Result<Vec<TokenRecord>, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        let mut stmt = db.prepare(&format!(
-            "SELECT {TOKEN_COLUMNS} FROM gateway_tokens ORDER BY created_at, id"
-        ))?;
-        let rows = stmt.query_map([], token_from_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.db
+            .query(
+                &format!("SELECT {TOKEN_COLUMNS} FROM gateway_tokens ORDER BY created_at, id"),
+                &[],
+            )?
+            .iter()
+            .map(token_from_row)
+            .collect()
     }
 
     /// The token whose value has this fingerprint.
@@ -58,29 +58,23 @@ impl Registry {
         &self,
         fingerprint: &str,
     ) -> Result<Option<TokenRecord>, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        Ok(db
-            .query_row(
+        self.db
+            .query_opt(
                 &format!("SELECT {TOKEN_COLUMNS} FROM gateway_tokens WHERE fingerprint = ?1"),
-                [fingerprint],
-                token_from_row,
-            )
-            .optional()?)
+                &params![fingerprint],
+            )?
+            .map(|row| token_from_row(&row))
+            .transpose()
     }
 
     /// Deletes the token `id`; returns it when it existed.
     pub fn delete_token(&self, id: &str) -> Result<Option<TokenRecord>, RegistryError> {
-        let db = self.db.lock().expect("registry lock poisoned");
-        let found = db
-            .query_row(
-                &format!("SELECT {TOKEN_COLUMNS} FROM gateway_tokens WHERE id = ?1"),
-                [id],
-                token_from_row,
-            )
-            .optional()?;
-        if found.is_some() {
-            db.execute("DELETE FROM gateway_tokens WHERE id = ?1", [id])?;
-        }
-        Ok(found)
+        self.db
+            .query_opt(
+                &format!("DELETE FROM gateway_tokens WHERE id = ?1 RETURNING {TOKEN_COLUMNS}"),
+                &params![id],
+            )?
+            .map(|row| token_from_row(&row))
+            .transpose()
     }
 }

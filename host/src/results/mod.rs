@@ -1,22 +1,29 @@
-//! Retained results: every completed call's converted, redacted text is kept under the
-//! data directory (`outputs/`), up to a size limit, with an `output_id`, its size, a
-//! `sha256:` digest and whether it was redacted; callers see a preview and page through
-//! the rest. Files are reached only through a `cap_std` directory handle, and an
-//! `output_id` must be one Airlock made, so no caller-supplied text names a path.
-//! Writes are durable (`fsync` before rename) and happen off the caller's path, on the
-//! retention writer's thread; until a text is on disk it is read from memory.
+//! Retained results: every completed call's converted, redacted text is kept, up to a
+//! size limit, with an `output_id`, its size, a `sha256:` digest and whether it was
+//! redacted; callers see a preview and page through the rest.
 //!
-//! Layer 4 (storage). May import: `digest`.
+//! Where they are kept is a [`backend`]: the data directory's `outputs/` folder (the
+//! default, reached only through a `cap_std` directory handle) or an S3 bucket
+//! (`[results] store = "s3://…"`). An `output_id` must be one Airlock made, so no
+//! caller-supplied text names a path or a key. Writes are durable and happen off the
+//! caller's path, on the retention writer's thread; until a text is kept it is read
+//! from memory. Every byte read back is checked against the digests of its blocks.
+//!
+//! Layer 4 (storage). May import: `digest`, `config`, `storage`.
 
+mod backend;
 mod export;
+mod local;
+mod s3;
 mod writer;
 
-use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 
+pub use backend::BLOCK;
+use backend::{Backend, Item, StoredRecord};
 pub use export::{Export, ExportError, ExportedPart, MAX_EXPORT_PARTS};
 pub use writer::ResultIndex;
-use writer::{Writer, write_output};
+use writer::Writer;
 
 use cap_std::fs::Dir;
 use serde::{Deserialize, Serialize};
@@ -108,6 +115,26 @@ pub enum ReadError {
         /// The agent asking.
         agent: String,
     },
+    /// The output is recorded but its text is gone from the store.
+    #[error(
+        "output \"{output_id}\" is missing from {store}: its record is there but its text is not (deleted outside Airlock?)"
+    )]
+    Missing {
+        /// The id.
+        output_id: String,
+        /// Where outputs are kept.
+        store: String,
+    },
+    /// What was read back is not what was kept.
+    #[error("output \"{output_id}\" in {store} is corrupt: {message}")]
+    Corrupt {
+        /// The id.
+        output_id: String,
+        /// Where outputs are kept.
+        store: String,
+        /// Which block failed, with both digests.
+        message: String,
+    },
     /// The file could not be read.
     #[error("cannot read output \"{output_id}\": {message}")]
     Io {
@@ -177,9 +204,9 @@ fn describe(
     (record, preview)
 }
 
-/// The store under `<data dir>/outputs`.
+/// The retained results, wherever they are kept.
 pub struct ResultStore {
-    dir: Dir,
+    backend: Arc<dyn Backend>,
     limits: ResultLimits,
     writer: Writer,
 }
@@ -245,12 +272,44 @@ impl ResultStore {
     ) -> std::io::Result<Self> {
         data_dir.create_dir_all(OUTPUTS_DIR)?;
         let dir = data_dir.open_dir(OUTPUTS_DIR)?;
-        let writer = Writer::start(dir.try_clone()?, index)?;
+        Self::with_backend(Arc::new(local::LocalBackend::new(dir)), limits, index)
+    }
+
+    /// Opens the store `location` names: the data directory's `outputs/` folder, or an
+    /// S3 bucket (`secret_access_key` is the resolved value of its secret key).
+    pub fn open_at(
+        data_dir: &Dir,
+        location: &crate::config::ResultsLocation,
+        secret_access_key: Option<String>,
+        limits: ResultLimits,
+        index: Option<Arc<dyn ResultIndex>>,
+    ) -> std::io::Result<Self> {
+        match location {
+            crate::config::ResultsLocation::Local => Self::open_indexed(data_dir, limits, index),
+            crate::config::ResultsLocation::S3(s3) => {
+                let backend =
+                    s3::S3Backend::new(s3, secret_access_key).map_err(std::io::Error::other)?;
+                Self::with_backend(Arc::new(backend), limits, index)
+            }
+        }
+    }
+
+    fn with_backend(
+        backend: Arc<dyn Backend>,
+        limits: ResultLimits,
+        index: Option<Arc<dyn ResultIndex>>,
+    ) -> std::io::Result<Self> {
+        let writer = Writer::start(backend.clone(), index)?;
         Ok(ResultStore {
-            dir,
+            backend,
             limits,
             writer,
         })
+    }
+
+    /// Where outputs are kept, for messages (no credentials).
+    pub fn describe(&self) -> String {
+        self.backend.describe()
     }
 
     /// The limits in force.
@@ -287,13 +346,22 @@ impl ResultStore {
         }
         let id = new_output_id();
         record.output_id = Some(id.clone());
-        write_output(&self.dir, &service_dir_name(service), &id, &record, text)?;
+        let stored = StoredRecord::new(record.clone(), text.as_bytes());
+        let item = Item {
+            dir_name: &service_dir_name(service),
+            id: &id,
+            text: text.as_bytes(),
+            record: serde_json::to_vec(&stored).map_err(std::io::Error::other)?,
+        };
+        self.backend.put_batch(&[item]).remove(0)?;
         Ok((record, preview_text))
     }
 
     /// Keeps a prepared result for `service`: it gets its `output_id` and is readable at
-    /// once, and reaches the disk on the retention writer's thread. Waits only when the
-    /// results already waiting for the disk fill the writer's memory budget.
+    /// once, and reaches the disk on the retention writer's thread. Waits when the
+    /// results already waiting for the disk fill the writer's memory budget, and, in a
+    /// store other hosts share, until a result the preview does not hold whole is kept
+    /// (so another host can page it the moment its id is handed out).
     pub async fn keep(&self, service: &str, prepared: Prepared) -> (Retained, String) {
         let Prepared {
             mut record,
@@ -306,6 +374,7 @@ impl ResultStore {
         }
         let id = new_output_id();
         record.output_id = Some(id.clone());
+        let until_kept = self.backend.shared() && !record.complete;
         self.writer
             .submit(
                 service_dir_name(service),
@@ -313,6 +382,7 @@ impl ResultStore {
                 id,
                 record.clone(),
                 Arc::new(text),
+                until_kept,
             )
             .await;
         (record, preview)
@@ -357,12 +427,8 @@ impl ResultStore {
         })
     }
 
-    fn open_output(
-        &self,
-        service: &str,
-        output_id: &str,
-        extension: &str,
-    ) -> Result<cap_std::fs::File, ReadError> {
+    /// The stored record of an output that is kept (not pending).
+    fn stored(&self, service: &str, output_id: &str) -> Result<StoredRecord, ReadError> {
         let not_found = || ReadError::NotFound {
             service: service.into(),
             output_id: output_id.into(),
@@ -370,11 +436,38 @@ impl ResultStore {
         if !valid_output_id(output_id) {
             return Err(not_found());
         }
-        let opened = self
-            .dir
-            .open_dir(service_dir_name(service))
-            .and_then(|dir| dir.open(format!("{output_id}.{extension}")));
-        opened.map_err(|_| self.failed(output_id).unwrap_or_else(not_found))
+        let bytes = match self.backend.record(&service_dir_name(service), output_id) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(self.failed(output_id).unwrap_or_else(not_found));
+            }
+            Err(e) => return Err(io_error(output_id, e)),
+        };
+        serde_json::from_slice(&bytes).map_err(|e| ReadError::Corrupt {
+            output_id: output_id.into(),
+            store: self.backend.describe(),
+            message: format!("its record does not parse: {e}"),
+        })
+    }
+
+    /// A text read error: a missing text is [`ReadError::Missing`].
+    fn text_error(&self, output_id: &str, e: std::io::Error) -> ReadError {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            ReadError::Missing {
+                output_id: output_id.into(),
+                store: self.backend.describe(),
+            }
+        } else {
+            io_error(output_id, e)
+        }
+    }
+
+    fn corrupt(&self, output_id: &str, message: String) -> ReadError {
+        ReadError::Corrupt {
+            output_id: output_id.into(),
+            store: self.backend.describe(),
+            message,
+        }
     }
 
     /// The record of a retained output.
@@ -382,11 +475,7 @@ impl ResultStore {
         if let Some(pending) = self.pending(output_id) {
             return Ok(pending.record.clone());
         }
-        let mut bytes = Vec::new();
-        self.open_output(service, output_id, "json")?
-            .read_to_end(&mut bytes)
-            .map_err(|e| io_error(output_id, e))?;
-        serde_json::from_slice(&bytes).map_err(|e| io_error(output_id, e))
+        Ok(self.stored(service, output_id)?.record)
     }
 
     /// Reads a page for `agent`: refused unless the output was produced by that agent's
@@ -411,20 +500,34 @@ impl ResultStore {
         self.read(service, output_id, offset, page_size)
     }
 
-    /// The whole retained text of an output.
+    /// The whole retained text of an output, checked against its digest.
     pub(crate) fn full_text(&self, service: &str, output_id: &str) -> Result<String, ReadError> {
         if let Some(pending) = self.pending(output_id) {
             return Ok(pending.text.to_string());
         }
-        let mut text = String::new();
-        self.open_output(service, output_id, "txt")?
-            .read_to_string(&mut text)
-            .map_err(|e| io_error(output_id, e))?;
-        Ok(text)
+        let stored = self.stored(service, output_id)?;
+        let bytes = self
+            .backend
+            .text(&service_dir_name(service), output_id)
+            .map_err(|e| self.text_error(output_id, e))?;
+        let found = digest(&bytes);
+        if found != stored.record.digest {
+            return Err(self.corrupt(
+                output_id,
+                format!(
+                    "its text fails its digest check: recorded {}, read {found} ({} of {} bytes)",
+                    stored.record.digest,
+                    bytes.len(),
+                    stored.record.size
+                ),
+            ));
+        }
+        String::from_utf8(bytes).map_err(|e| io_error(output_id, e))
     }
 
     /// Reads the page of at most `page_size` bytes starting at byte `offset`, ending on a
-    /// character boundary. Only the page is read from disk.
+    /// character boundary. Only the blocks the page touches are read, and each is
+    /// checked against its digest first.
     pub fn read(
         &self,
         service: &str,
@@ -441,17 +544,35 @@ impl ResultStore {
                 (bytes[from..to].to_vec(), bytes.len())
             }
             None => {
-                let mut file = self.open_output(service, output_id, "txt")?;
-                let size = file.metadata().map_err(|e| io_error(output_id, e))?.len() as usize;
+                let stored = self.stored(service, output_id)?;
+                let size = stored.record.size;
                 let mut window = Vec::new();
                 if offset < size {
-                    file.seek(SeekFrom::Start(offset as u64))
-                        .and_then(|_| {
-                            (&mut file)
-                                .take((page_size + 4) as u64)
-                                .read_to_end(&mut window)
-                        })
-                        .map_err(|e| io_error(output_id, e))?;
+                    let wanted = offset..size.min(offset.saturating_add(page_size + 4));
+                    let blocks = stored.covering(wanted.clone());
+                    let bytes = self
+                        .backend
+                        .text_range(
+                            &service_dir_name(service),
+                            output_id,
+                            blocks.start as u64..blocks.end as u64,
+                        )
+                        .map_err(|e| self.text_error(output_id, e))?;
+                    if bytes.len() != blocks.len() {
+                        return Err(self.corrupt(
+                            output_id,
+                            format!(
+                                "bytes {}..{} of its text were asked for and {} came back (the text is shorter than its record's {size} bytes)",
+                                blocks.start,
+                                blocks.end,
+                                bytes.len()
+                            ),
+                        ));
+                    }
+                    stored
+                        .check(blocks.start, &bytes)
+                        .map_err(|m| self.corrupt(output_id, m))?;
+                    window = bytes[wanted.start - blocks.start..wanted.end - blocks.start].to_vec();
                 }
                 (window, size)
             }

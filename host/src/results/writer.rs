@@ -1,7 +1,7 @@
 //! The retention writer: results are made durable off the caller's path. A call hands
 //! its redacted text to [`Writer::submit`] and returns at once; a dedicated thread
-//! writes the texts that arrived meanwhile to temporary files, syncs them to disk,
-//! renames each into place, writes its record, then reports the batch to the
+//! hands the texts that arrived meanwhile to the store's [`Backend`] as one batch
+//! (texts made durable, then their records), then reports the batch to the
 //! [`ResultIndex`]. Until a text is on disk, reads are served from memory, so an
 //! `output_id` is readable the moment it is handed out.
 //!
@@ -9,13 +9,12 @@
 //! caller whose text does not fit waits (asynchronously) for earlier writes to finish.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use cap_std::fs::Dir;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
 use super::Retained;
+use super::backend::{Backend, Item, StoredRecord};
 
 /// Bytes that may wait for the disk at once: two results at the default 32 MiB
 /// retention limit. Past it, callers wait for the disk rather than grow the heap.
@@ -56,6 +55,8 @@ struct Job {
     record: Retained,
     text: Arc<String>,
     _budget: OwnedSemaphorePermit,
+    /// Told once the result is kept (or failed), when the caller waits for it.
+    kept: Option<oneshot::Sender<()>>,
 }
 
 enum Message {
@@ -81,14 +82,17 @@ pub(super) struct Writer {
 }
 
 impl Writer {
-    /// Starts the writer thread over `dir` (the `outputs/` folder).
-    pub fn start(dir: Dir, index: Option<Arc<dyn ResultIndex>>) -> std::io::Result<Writer> {
+    /// Starts the writer thread over `backend`.
+    pub fn start(
+        backend: Arc<dyn Backend>,
+        index: Option<Arc<dyn ResultIndex>>,
+    ) -> std::io::Result<Writer> {
         let (sender, receiver) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared::default());
         let thread_shared = shared.clone();
         std::thread::Builder::new()
             .name("airlock-retain".into())
-            .spawn(move || run(dir, receiver, thread_shared, index))?;
+            .spawn(move || run(backend, receiver, thread_shared, index))?;
         Ok(Writer {
             sender,
             budget: Arc::new(Semaphore::new(PENDING_BUDGET / PERMIT_BYTES)),
@@ -96,8 +100,10 @@ impl Writer {
         })
     }
 
-    /// Queues `text` to be kept as output `id` of `service`; readable at once. Waits
-    /// only when the texts already waiting for the disk fill the budget.
+    /// Queues `text` to be kept as output `id` of `service`; readable at once here.
+    /// Waits when the texts already waiting for the disk fill the budget, and, with
+    /// `until_kept`, until this one is kept (readable from every host sharing the
+    /// store).
     pub async fn submit(
         &self,
         dir_name: String,
@@ -105,6 +111,7 @@ impl Writer {
         id: String,
         record: Retained,
         text: Arc<String>,
+        until_kept: bool,
     ) {
         let budget = self
             .budget
@@ -130,11 +137,19 @@ impl Writer {
             record,
             text,
             _budget: budget,
+            kept: None,
         };
+        let (kept, wait) = oneshot::channel();
+        let mut job = job;
+        if until_kept {
+            job.kept = Some(kept);
+        }
         if self.sender.send(Message::Write(job)).is_err() {
             // The thread is gone (it only exits when this handle drops): keep the text
             // readable from memory and say so.
             tracing::error!(output_id = %id, "the retention writer has stopped; the result is kept in memory only");
+        } else if until_kept {
+            let _ = wait.await;
         }
     }
 
@@ -145,6 +160,30 @@ impl Writer {
             let _ = wait.await;
         }
     }
+}
+
+/// Hands a batch to the backend, each record with its block digests. One outcome per
+/// job.
+fn write_batch(backend: &dyn Backend, jobs: &[Job]) -> Vec<std::io::Result<()>> {
+    let items: Vec<std::io::Result<Item<'_>>> = jobs
+        .iter()
+        .map(|job| {
+            let stored = StoredRecord::new(job.record.clone(), job.text.as_bytes());
+            Ok(Item {
+                dir_name: &job.dir_name,
+                id: &job.id,
+                text: job.text.as_bytes(),
+                record: serde_json::to_vec(&stored).map_err(std::io::Error::other)?,
+            })
+        })
+        .collect();
+    if items.iter().all(Result::is_ok) {
+        return backend.put_batch(&items.into_iter().flatten().collect::<Vec<_>>());
+    }
+    items
+        .into_iter()
+        .map(|item| item.map(|item| backend.put_batch(&[item]).remove(0))?)
+        .collect()
 }
 
 /// Most results one batch writes before it syncs.
@@ -163,7 +202,7 @@ const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
 /// renamed into place, then reported to the index in one transaction — so sustained
 /// throughput is not one `fsync` per result.
 fn run(
-    dir: Dir,
+    backend: Arc<dyn Backend>,
     mut receiver: mpsc::UnboundedReceiver<Message>,
     shared: Arc<Shared>,
     index: Option<Arc<dyn ResultIndex>>,
@@ -184,7 +223,7 @@ fn run(
                 next = receiver.try_recv().ok();
             }
         }
-        let outcomes = write_batch(&dir, &jobs);
+        let outcomes = write_batch(backend.as_ref(), &jobs);
         let mut written = Vec::new();
         for (job, outcome) in jobs.iter().zip(outcomes) {
             match outcome {
@@ -210,107 +249,15 @@ fn run(
         {
             index.index(&written);
         }
+        for job in &mut jobs {
+            if let Some(kept) = job.kept.take() {
+                let _ = kept.send(());
+            }
+        }
         for done in flushes {
             let _ = done.send(());
         }
     }
-}
-
-/// Writes a batch durably: every text to a temporary file, one sync for them all, then
-/// each renamed into place and its record written (a record always names a text that
-/// is on disk). One outcome per job.
-fn write_batch(outputs: &Dir, jobs: &[Job]) -> Vec<std::io::Result<()>> {
-    // Each service's folder is made and opened once per batch, not once per result.
-    let mut dirs: HashMap<&str, std::io::Result<Dir>> = HashMap::new();
-    for job in jobs {
-        dirs.entry(job.dir_name.as_str())
-            .or_insert_with(|| open_service_dir(outputs, &job.dir_name));
-    }
-    let staged: Vec<std::io::Result<(&Dir, cap_std::fs::File)>> = jobs
-        .iter()
-        .map(|job| {
-            let dir = dirs[job.dir_name.as_str()]
-                .as_ref()
-                .map_err(|e| std::io::Error::new(e.kind(), e.to_string()))?;
-            let mut file = dir.create(format!("{}.tmp", job.id))?;
-            file.write_all(job.text.as_bytes())?;
-            Ok((dir, file))
-        })
-        .collect();
-    // One `syncfs` for two or more files (one `fsync` is cheaper for a single file).
-    // It needs a descriptor opened for I/O: the `outputs` directory handle is `O_PATH`
-    // (cap-std), on which it fails, so it is given a file just written (all the batch's
-    // files are on that filesystem).
-    let mut written = staged.iter().flatten().map(|(_, file)| file);
-    let synced_all = match (written.next(), written.next()) {
-        (Some(first), Some(_)) => sync_filesystem(first),
-        _ => false,
-    };
-    jobs.iter()
-        .zip(staged)
-        .map(|(job, staged)| {
-            let (dir, file) = staged?;
-            if !synced_all {
-                file.sync_all()?;
-            }
-            drop(file);
-            place(dir, &job.id, &job.record)
-        })
-        .collect()
-}
-
-/// `syncfs` on the filesystem holding `file`: every file written so far reaches the
-/// disk. `false` when it is not available (then each file is synced on its own).
-#[cfg(target_os = "linux")]
-fn sync_filesystem(file: &cap_std::fs::File) -> bool {
-    match nix::unistd::syncfs(file) {
-        Ok(()) => true,
-        Err(e) => {
-            // Once: when it fails, it fails for every batch.
-            static WARNED: std::sync::Once = std::sync::Once::new();
-            WARNED.call_once(|| {
-                tracing::warn!("syncfs failed ({e}); syncing each result file instead (slower)")
-            });
-            false
-        }
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn sync_filesystem(_file: &cap_std::fs::File) -> bool {
-    false
-}
-
-fn open_service_dir(outputs: &Dir, dir_name: &str) -> std::io::Result<Dir> {
-    outputs.create_dir_all(dir_name)?;
-    outputs.open_dir(dir_name)
-}
-
-/// Renames a synced `<id>.tmp` into `<id>.txt` and writes its record.
-fn place(dir: &Dir, id: &str, record: &Retained) -> std::io::Result<()> {
-    dir.rename(format!("{id}.tmp"), dir, format!("{id}.txt"))?;
-    dir.write(
-        format!("{id}.json"),
-        serde_json::to_vec(record).map_err(std::io::Error::other)?,
-    )
-}
-
-/// One result written durably now, for the synchronous
-/// [`super::ResultStore::retain_for`]: text to a temporary file, `fsync`, rename, record.
-pub(super) fn write_output(
-    outputs: &Dir,
-    dir_name: &str,
-    id: &str,
-    record: &Retained,
-    text: &str,
-) -> std::io::Result<()> {
-    let dir = open_service_dir(outputs, dir_name)?;
-    {
-        let mut file = dir.create(format!("{id}.tmp"))?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-    }
-    place(&dir, id, record)
 }
 
 #[cfg(all(test, target_os = "linux"))]
@@ -335,19 +282,6 @@ mod tests {
         assert_eq!(whole / budget_units(16), 32_768);
     }
 
-    /// A batch is made durable by one `syncfs`, which must work on the descriptor it is
-    /// given: when it failed (it was given cap-std's `O_PATH` directory handle), every
-    /// result was `fsync`ed on its own, and the writer fell so far behind that callers
-    /// waited for its budget.
-    #[test]
-    fn one_sync_serves_a_batch() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
-        let mut file = dir.create("a.tmp").unwrap();
-        file.write_all(b"text").unwrap();
-        assert!(sync_filesystem(&file), "syncfs failed on a written file");
-    }
-
     /// Every result of a stream, over two services, is on disk and indexed after a
     /// flush, each text and record in place in its service's folder.
     #[test]
@@ -360,9 +294,13 @@ mod tests {
             }
         }
         let tmp = tempfile::tempdir().unwrap();
-        let dir = Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
+        let dir =
+            cap_std::fs::Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
         let index = Arc::new(Count(Mutex::new(0)));
-        let writer = Writer::start(dir.try_clone().unwrap(), Some(index.clone())).unwrap();
+        let backend = Arc::new(super::super::local::LocalBackend::new(
+            dir.try_clone().unwrap(),
+        ));
+        let writer = Writer::start(backend, Some(index.clone())).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
@@ -379,6 +317,7 @@ mod tests {
                         format!("id{i}"),
                         record,
                         Arc::new(text),
+                        false,
                     )
                     .await;
             }

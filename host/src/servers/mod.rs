@@ -75,10 +75,20 @@ impl Servers {
     /// Opens the registry and secret store of `data_dir`, for commands run in `project`
     /// (an absolute folder; project-scope services belong to it).
     pub fn open(data_dir: &Path, project: &Path) -> Result<Servers, ServersError> {
+        Self::open_at(data_dir, project, &crate::config::RegistryLocation::Local)
+    }
+
+    /// [`Servers::open`] with the registry `location` names (PostgreSQL, when the config
+    /// says so).
+    pub fn open_at(
+        data_dir: &Path,
+        project: &Path,
+        location: &crate::config::RegistryLocation,
+    ) -> Result<Servers, ServersError> {
         std::fs::create_dir_all(data_dir)
             .map_err(|e| invalid(format!("data directory \"{}\": {e}", data_dir.display())))?;
         Ok(Servers {
-            registry: Registry::open(data_dir)?,
+            registry: Registry::open_at(data_dir, location)?,
             store: SecretStore::open(data_dir)?,
             project: project.display().to_string(),
         })

@@ -1,0 +1,240 @@
+//! Where state lives: the `[registry]` and `[results]` tables of a config file.
+//!
+//! ```toml
+//! [registry]
+//! url = "postgres://airlock:${PGPASSWORD}@db.internal:5432/airlock"
+//! schema = "airlock"            # optional; one schema per deployment
+//!
+//! [results]
+//! store = "s3://airlock-results/team-a"
+//! endpoint = "http://127.0.0.1:9000"   # optional: an S3-compatible server
+//! region = "us-east-1"
+//! access_key_id = "${AWS_ACCESS_KEY_ID}"
+//! secret_access_key = "secret:s3-results"  # a secret-store entry, or ${VAR}
+//! ```
+//!
+//! Both default to local: SQLite and the `outputs/` folder in the data directory. A later
+//! file's table replaces an earlier one whole. Values may use `${VAR}`; a value
+//! `secret:NAME` is read from the secret store when the store is opened.
+
+use serde_json::{Map, Value};
+
+use super::expand_vars;
+use super::parse::kind;
+use crate::secrets::{KnownSecrets, url_credentials};
+
+/// The PostgreSQL schema used when `[registry]` names none.
+pub const DEFAULT_REGISTRY_SCHEMA: &str = "airlock";
+
+/// Where the registry and retained results live.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Storage {
+    /// The `[registry]` table.
+    pub registry: RegistryLocation,
+    /// The `[results]` table.
+    pub results: ResultsLocation,
+}
+
+impl Storage {
+    /// The credentials the settings hold (the database URL's password, the S3 secret
+    /// key), to keep out of every message and log line.
+    pub fn known_secrets(&self) -> KnownSecrets {
+        let mut found: Vec<(String, String)> = Vec::new();
+        if let RegistryLocation::Postgres { url, .. } = &self.registry {
+            found.extend(url_credentials(url));
+        }
+        if let ResultsLocation::S3(s3) = &self.results
+            && let Some(key) = &s3.secret_access_key
+            && !key.starts_with("secret:")
+        {
+            found.push(("results.secret_access_key".into(), key.clone()));
+        }
+        found.into_iter().collect()
+    }
+}
+
+/// `url` with the credentials written into it masked.
+fn masked_url(url: &str) -> String {
+    url_credentials(url)
+        .into_iter()
+        .collect::<KnownSecrets>()
+        .scrub_owned(url)
+}
+
+/// Where the registry is.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub enum RegistryLocation {
+    /// SQLite in the data directory.
+    #[default]
+    Local,
+    /// A PostgreSQL database shared by several hosts.
+    Postgres {
+        /// The connection URL (`postgres://user:password@host:port/database?sslmode=…`).
+        url: String,
+        /// The schema holding Airlock's tables (created when missing).
+        schema: String,
+    },
+}
+
+impl std::fmt::Debug for RegistryLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RegistryLocation::Local => write!(f, "Local"),
+            RegistryLocation::Postgres { url, schema } => f
+                .debug_struct("Postgres")
+                .field("url", &masked_url(url))
+                .field("schema", schema)
+                .finish(),
+        }
+    }
+}
+
+/// Where retained results are kept.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ResultsLocation {
+    /// The `outputs/` folder of the data directory.
+    #[default]
+    Local,
+    /// An S3 bucket (AWS or any S3-compatible server).
+    S3(S3Location),
+}
+
+/// An S3 bucket and how to reach it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct S3Location {
+    /// The bucket.
+    pub bucket: String,
+    /// The key prefix every object gets (no leading or trailing `/`; may be empty).
+    pub prefix: String,
+    /// The server, for S3-compatible stores (AWS's endpoint when absent).
+    pub endpoint: Option<String>,
+    /// The region (`us-east-1` when absent and the environment names none).
+    pub region: Option<String>,
+    /// The access key id (from the environment's `AWS_ACCESS_KEY_ID` when absent).
+    pub access_key_id: Option<String>,
+    /// The secret access key: a value, or `secret:NAME` for a secret-store entry.
+    pub secret_access_key: Option<String>,
+}
+
+impl std::fmt::Debug for S3Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Location")
+            .field("bucket", &self.bucket)
+            .field("prefix", &self.prefix)
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("access_key_id", &self.access_key_id)
+            .field(
+                "secret_access_key",
+                &self.secret_access_key.as_ref().map(|_| "<secret>"),
+            )
+            .finish()
+    }
+}
+
+/// Parses a `[registry]` table, expanding `${VAR}` with `env`.
+pub(super) fn parse_registry(
+    value: &Value,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<RegistryLocation, String> {
+    let table = table("registry", value)?;
+    let mut url = None;
+    let mut schema = DEFAULT_REGISTRY_SCHEMA.to_string();
+    for (key, v) in table {
+        let text = string("registry", key, v, env)?;
+        match key.as_str() {
+            "url" => url = Some(text),
+            "schema" => schema = text,
+            other => {
+                return Err(format!(
+                    "unknown key \"registry.{other}\" (expected url, schema)"
+                ));
+            }
+        }
+    }
+    let url = url.ok_or("\"registry.url\" is missing (postgres://user:password@host/db)")?;
+    if url == "sqlite" || url == "local" {
+        return Ok(RegistryLocation::Local);
+    }
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(format!(
+            "\"registry.url\" must be a postgres:// URL (or \"local\"), got {:?}",
+            masked_url(&url)
+        ));
+    }
+    Ok(RegistryLocation::Postgres { url, schema })
+}
+
+/// Parses a `[results]` table, expanding `${VAR}` with `env`.
+pub(super) fn parse_results(
+    value: &Value,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ResultsLocation, String> {
+    let table = table("results", value)?;
+    let mut store = None;
+    let mut s3 = S3Location {
+        bucket: String::new(),
+        prefix: String::new(),
+        endpoint: None,
+        region: None,
+        access_key_id: None,
+        secret_access_key: None,
+    };
+    for (key, v) in table {
+        let text = string("results", key, v, env)?;
+        match key.as_str() {
+            "store" => store = Some(text),
+            "endpoint" => s3.endpoint = Some(text),
+            "region" => s3.region = Some(text),
+            "access_key_id" => s3.access_key_id = Some(text),
+            "secret_access_key" => s3.secret_access_key = Some(text),
+            other => {
+                return Err(format!(
+                    "unknown key \"results.{other}\" (expected store, endpoint, region, access_key_id, secret_access_key)"
+                ));
+            }
+        }
+    }
+    let store =
+        store.ok_or("\"results.store\" is missing (\"local\" or \"s3://bucket/prefix\")")?;
+    if store == "local" {
+        return Ok(ResultsLocation::Local);
+    }
+    let Some(rest) = store.strip_prefix("s3://") else {
+        return Err(format!(
+            "\"results.store\" must be \"local\" or \"s3://bucket/prefix\", got {store:?}"
+        ));
+    };
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() {
+        return Err(format!("\"results.store\" names no bucket: {store:?}"));
+    }
+    s3.bucket = bucket.to_string();
+    s3.prefix = prefix.trim_matches('/').to_string();
+    if let Some(endpoint) = &s3.endpoint
+        && !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))
+    {
+        return Err(format!(
+            "\"results.endpoint\" must be an http:// or https:// URL, got {endpoint:?}"
+        ));
+    }
+    Ok(ResultsLocation::S3(s3))
+}
+
+fn table<'a>(name: &str, value: &'a Value) -> Result<&'a Map<String, Value>, String> {
+    value
+        .as_object()
+        .ok_or_else(|| format!("\"{name}\" must be a table, got {}", kind(value)))
+}
+
+fn string(
+    table: &str,
+    key: &str,
+    value: &Value,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, String> {
+    let text = value
+        .as_str()
+        .ok_or_else(|| format!("\"{table}.{key}\" must be a string, got {}", kind(value)))?;
+    expand_vars(text, env).map_err(|e| format!("\"{table}.{key}\": {e}"))
+}

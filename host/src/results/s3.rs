@@ -1,0 +1,166 @@
+//! Retained results in an S3 bucket (AWS or any S3-compatible server), through the
+//! `object_store` crate, so several hosts page each other's outputs. Objects are
+//! `<prefix>/<service folder>/<id>.txt` and `.json`. A single PUT is atomic in S3: an
+//! object is whole or absent, and the record is put only after its text, so a record
+//! always names a text that was kept. Pages are ranged GETs of the blocks they touch.
+//!
+//! The requests run on the storage runtime ([`crate::storage`]).
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::path::Path;
+use object_store::{ClientOptions, ObjectStoreExt, PutPayload, RetryConfig};
+
+use super::backend::{Backend, Item};
+use crate::config::S3Location;
+use crate::storage;
+
+/// How many objects of one batch are put at once.
+const PARALLEL_PUTS: usize = 16;
+
+/// An S3 bucket and key prefix.
+pub(crate) struct S3Backend {
+    store: Arc<AmazonS3>,
+    prefix: String,
+    /// `s3://bucket/prefix (endpoint)`, for messages.
+    location: String,
+}
+
+impl S3Backend {
+    /// Connects to the bucket `location` names; `secret_access_key` is the resolved
+    /// value (the location may name a secret-store entry instead). Nothing is sent
+    /// until the first request.
+    pub fn new(
+        location: &S3Location,
+        secret_access_key: Option<String>,
+    ) -> Result<S3Backend, String> {
+        let mut builder = AmazonS3Builder::from_env()
+            .with_bucket_name(&location.bucket)
+            .with_client_options(
+                ClientOptions::new()
+                    .with_connect_timeout(Duration::from_secs(10))
+                    .with_timeout(Duration::from_secs(120)),
+            )
+            .with_retry(RetryConfig {
+                max_retries: 3,
+                retry_timeout: Duration::from_secs(30),
+                ..Default::default()
+            });
+        if let Some(endpoint) = &location.endpoint {
+            builder = builder
+                .with_endpoint(endpoint)
+                .with_allow_http(endpoint.starts_with("http://"))
+                .with_virtual_hosted_style_request(false);
+        }
+        builder = builder.with_region(location.region.as_deref().unwrap_or("us-east-1"));
+        if let Some(id) = &location.access_key_id {
+            builder = builder.with_access_key_id(id);
+        }
+        if let Some(key) = secret_access_key {
+            builder = builder.with_secret_access_key(key);
+        }
+        let store = builder
+            .build()
+            .map_err(|e| format!("[results] store s3://{}: {e}", location.bucket))?;
+        let prefix = location.prefix.clone();
+        let described = match &location.endpoint {
+            Some(endpoint) => format!("s3://{}/{prefix} at {endpoint}", location.bucket),
+            None => format!("s3://{}/{prefix}", location.bucket),
+        };
+        Ok(S3Backend {
+            store: Arc::new(store),
+            prefix,
+            location: described,
+        })
+    }
+
+    fn path(&self, dir_name: &str, id: &str, extension: &str) -> Path {
+        let name = format!("{dir_name}/{id}.{extension}");
+        if self.prefix.is_empty() {
+            Path::from(name)
+        } else {
+            Path::from(format!("{}/{name}", self.prefix))
+        }
+    }
+}
+
+/// An `object_store` error as an I/O error: a missing object is `NotFound`.
+fn io(e: object_store::Error) -> std::io::Error {
+    let kind = match e {
+        object_store::Error::NotFound { .. } => std::io::ErrorKind::NotFound,
+        _ => std::io::ErrorKind::Other,
+    };
+    std::io::Error::new(kind, e.to_string())
+}
+
+impl Backend for S3Backend {
+    fn put_batch(&self, items: &[Item<'_>]) -> Vec<std::io::Result<()>> {
+        let jobs: Vec<(Path, PutPayload, Path, PutPayload)> = items
+            .iter()
+            .map(|item| {
+                (
+                    self.path(item.dir_name, item.id, "txt"),
+                    PutPayload::from(item.text.to_vec()),
+                    self.path(item.dir_name, item.id, "json"),
+                    PutPayload::from(item.record.clone()),
+                )
+            })
+            .collect();
+        let store = self.store.clone();
+        storage::wait(async move {
+            futures::stream::iter(jobs)
+                .map(|(text_path, text, record_path, record)| {
+                    let store = store.clone();
+                    async move {
+                        store.put(&text_path, text).await.map_err(io)?;
+                        store.put(&record_path, record).await.map_err(io)?;
+                        Ok(())
+                    }
+                })
+                .buffered(PARALLEL_PUTS)
+                .collect::<Vec<_>>()
+                .await
+        })
+    }
+
+    fn record(&self, dir_name: &str, id: &str) -> std::io::Result<Vec<u8>> {
+        self.text_like(self.path(dir_name, id, "json"))
+    }
+
+    fn text_range(&self, dir_name: &str, id: &str, range: Range<u64>) -> std::io::Result<Vec<u8>> {
+        if range.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (store, path) = (self.store.clone(), self.path(dir_name, id, "txt"));
+        storage::wait(async move {
+            let bytes = store.get_range(&path, range).await.map_err(io)?;
+            Ok(bytes.to_vec())
+        })
+    }
+
+    fn text(&self, dir_name: &str, id: &str) -> std::io::Result<Vec<u8>> {
+        self.text_like(self.path(dir_name, id, "txt"))
+    }
+
+    fn describe(&self) -> String {
+        self.location.clone()
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+}
+
+impl S3Backend {
+    fn text_like(&self, path: Path) -> std::io::Result<Vec<u8>> {
+        let store = self.store.clone();
+        storage::wait(async move {
+            let got = store.get(&path).await.map_err(io)?;
+            Ok(got.bytes().await.map_err(io)?.to_vec())
+        })
+    }
+}

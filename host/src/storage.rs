@@ -1,0 +1,80 @@
+//! The storage runtime: one small tokio runtime, started on first use, on which the
+//! remote storage backends (PostgreSQL for the registry, S3 for retained results) do
+//! their network I/O, and [`wait`], which runs one such job for synchronous code.
+//!
+//! The registry and the results store keep synchronous interfaces (SQLite and the local
+//! folder are synchronous, and their callers already run where blocking is allowed).
+//! A remote job runs on this runtime's own threads; the caller's thread only waits. On a
+//! worker of a multi-threaded tokio runtime the wait is wrapped in `block_in_place`, so
+//! other tasks move to another worker instead of stalling behind the network.
+//!
+//! Layer 0 (leaf). Imports nothing of the crate.
+
+use std::future::Future;
+use std::sync::OnceLock;
+
+use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
+
+/// The runtime's worker threads: network I/O waits, it does not compute.
+const WORKERS: usize = 2;
+
+fn runtime() -> &'static Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(WORKERS)
+            .thread_name("airlock-storage")
+            .enable_all()
+            .build()
+            .expect("the storage runtime starts (threads and an I/O driver)")
+    })
+}
+
+/// The storage runtime's handle, for a backend that keeps tasks running on it (a
+/// PostgreSQL connection's driver).
+pub fn handle() -> Handle {
+    runtime().handle().clone()
+}
+
+/// Runs `job` on the storage runtime and waits for its output on this thread. A panic
+/// in the job is raised again here.
+pub fn wait<F>(job: F) -> F::Output
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let task = runtime().spawn(job);
+    let join = || futures::executor::block_on(task);
+    let joined = match Handle::try_current() {
+        Ok(current) if current.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(join)
+        }
+        _ => join(),
+    };
+    match joined {
+        Ok(output) => output,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => panic!("a storage job was cancelled: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_run_from_plain_threads_and_from_runtime_workers() {
+        assert_eq!(wait(async { 2 + 2 }), 4);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        assert_eq!(rt.block_on(async { wait(async { "inside" }) }), "inside");
+        let current = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        assert_eq!(current.block_on(async { wait(async { 7 }) }), 7);
+    }
+}

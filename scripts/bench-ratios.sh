@@ -4,16 +4,39 @@
 # table replaces the one between the `bench:begin` and `bench:end` markers in README.md.
 #
 #   scripts/bench-ratios.sh              run everything, print, update README.md
+#   scripts/bench-ratios.sh --bench NAME run one benchmark, then print/update (rows it
+#                                        did not measure keep their last figures)
 #   scripts/bench-ratios.sh --report     only print/update from the last run's estimates
+#
+# The storage benchmark needs PostgreSQL and an S3 server: this script starts them
+# (scripts/storage-services.sh) and stops them afterwards.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-if [ "${1:-}" != "--report" ]; then
-    scripts/build-js-plugin.sh
-    cargo bench --locked -p airlock-host \
-        --bench pipeline --bench catalog_results --bench startup \
-        --bench end_to_end --bench concurrency --bench memory --bench second_language
-fi
+with_storage() {
+    local env
+    env=$(scripts/storage-services.sh start)
+    eval "$env"
+    trap 'scripts/storage-services.sh stop "$AIRLOCK_TEST_STORAGE_DIR" "$AIRLOCK_TEST_PG_BIN"' EXIT
+    "$@"
+}
+case "${1:-}" in
+    --report) ;;
+    --bench)
+        if [ "${2:?--bench needs a benchmark name}" = storage ]; then
+            with_storage cargo bench --locked -p airlock-host --bench storage
+        else
+            cargo bench --locked -p airlock-host --bench "$2"
+        fi
+        ;;
+    *)
+        scripts/build-js-plugin.sh
+        with_storage cargo bench --locked -p airlock-host \
+            --bench pipeline --bench catalog_results --bench startup \
+            --bench end_to_end --bench concurrency --bench memory --bench second_language \
+            --bench storage
+        ;;
+esac
 python3 - <<'PY'
 import datetime, json, os, pathlib, re
 
@@ -84,6 +107,10 @@ for size in ("1MiB", "32MiB"):
          f"retain_{size}", "airlock", "baseline")
 pair("", "start-up from a tested catalog vs connecting to learn the tools (demo server)",
      "startup_demo_server", "airlock", "baseline")
+pair("scale", "retain a 256 KiB result and page it back (6 pages): S3 (moto, loopback) vs the data directory",
+     "retain_and_page_256KiB", "s3", "local")
+pair("scale", "a grant check: PostgreSQL (loopback) vs SQLite",
+     "grant_check", "postgres", "sqlite")
 
 memory = base / "memory" / "figures.json"
 if memory.exists():

@@ -50,10 +50,12 @@ start() {
     echo "$password" > "$dir/pwfile"
     if [ "$(id -u)" = 0 ]; then chown -R nobody:nogroup "$dir/pg" "$dir/pwfile"; fi
     as_owner "$bin/initdb" -D "$dir/pg/data" -U airlock --auth=scram-sha-256 \
-        --pwfile="$dir/pwfile" -E UTF8 >"$dir/initdb.log" 2>&1
+        --pwfile="$dir/pwfile" -E UTF8 >"$dir/initdb.log" 2>&1 ||
+        { cat "$dir/initdb.log" >&2; exit 1; }
     as_owner "$bin/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/server.log" -w \
         -o "-c listen_addresses=127.0.0.1 -p $pg_port -k $dir/pg -c max_connections=400 -c fsync=off" \
-        start >"$dir/pg_ctl.log" 2>&1
+        start >"$dir/pg_ctl.log" 2>&1 ||
+        { cat "$dir/pg_ctl.log" "$dir/pg/server.log" >&2; exit 1; }
     rm -f "$dir/pwfile"
 
     s3_port=$(free_port)
@@ -63,7 +65,8 @@ start() {
         if curl -fs -o /dev/null "http://127.0.0.1:$s3_port/moto-api/" 2>/dev/null; then break; fi
         sleep 0.1
     done
-    curl -fsS -X PUT -o /dev/null "http://127.0.0.1:$s3_port/airlock-test"
+    curl -fsS -X PUT -o /dev/null "http://127.0.0.1:$s3_port/airlock-test" ||
+        { cat "$dir/moto.log" >&2; exit 1; }
 
     echo "export AIRLOCK_TEST_STORAGE_DIR=$dir"
     echo "export AIRLOCK_TEST_PG_BIN=$bin"

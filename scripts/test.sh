@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The test command. Installs everything the tests need — the wasm32-wasip2 target, the
 # npm reference servers (tests/peers, pinned by package-lock.json), the Python MCP SDK
-# (tests/.venv, pinned by requirements.txt, with Playwright), Debian's Chromium (the console's
-# browser test) and the JavaScript plugin's pinned jco
-# (plugins/policy-js) — builds that plugin from source, then runs every test.
+# (tests/.venv, pinned by requirements.txt, with Playwright and moto), Debian's Chromium (the
+# console's browser test), PostgreSQL (Debian's package, when missing) and the JavaScript
+# plugin's pinned jco (plugins/policy-js) — builds that plugin from source, starts
+# PostgreSQL and an S3 server (moto) on loopback, then runs every test: once with the
+# local storage pair (SQLite and the data directory), and the library and gateway suites
+# again with the remote pair (PostgreSQL and S3). The services stop at the end.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -32,8 +35,25 @@ chromium --version 2>/dev/null  # (Debian's wrapper script warns on stderr about
 echo "== the JavaScript policy plugin, built from source (plugins/policy-js)"
 scripts/build-js-plugin.sh
 
-echo "== tests"
+echo "== storage services: PostgreSQL and an S3 server (moto), on loopback"
+storage_env=$(scripts/storage-services.sh start)
+eval "$storage_env"
+stop_storage() {
+    scripts/storage-services.sh stop "$AIRLOCK_TEST_STORAGE_DIR" "$AIRLOCK_TEST_PG_BIN"
+}
+trap stop_storage EXIT
+echo "PostgreSQL and S3 up ($AIRLOCK_TEST_S3_ENDPOINT)"
+
+echo "== tests (storage: SQLite and the data directory; tests/scale.rs: PostgreSQL and S3)"
 cargo test --locked -p airlock-host -p airlock-guest -p airlock-plugin-standard -p airlock-plugin-text-only -p airlock-plugin-policy "$@"
+
+echo "== the library and gateway suites again, storage: PostgreSQL and S3"
+AIRLOCK_TEST_STORAGE=remote cargo test --locked -p airlock-host \
+    --test access --test results --test registry --test gateway --test policy \
+    --test sessions --test console --test catalog --test limits --test redaction \
+    --test content --test cli --test import --test oauth "$@"
+stop_storage
+trap - EXIT
 
 echo "== the embeddable library builds without the CLI feature"
 cargo check --locked -p airlock-host --no-default-features

@@ -339,13 +339,7 @@ fn previews_expire_and_must_match_the_request() {
     );
 
     // Age the preview past ten minutes.
-    let db = rusqlite::Connection::open(ws.data().join("registry.db")).unwrap();
-    db.execute(
-        "UPDATE import_previews SET created_at = created_at - 601",
-        [],
-    )
-    .unwrap();
-    drop(db);
+    ws.registry_sql("UPDATE import_previews SET created_at = created_at - 601");
     let (expired, out) = import(&ws, &home, &work, &["--from", "codex", "--apply", "all"]);
     assert!(!out.status.success());
     assert!(

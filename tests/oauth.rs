@@ -207,7 +207,7 @@ fn authorize_refresh_and_logout_against_a_local_authorization_server() {
         text(&out)
     );
     let log = std::fs::read_to_string(&server.log).unwrap();
-    let db = std::fs::read(ws.data().join("registry.db")).unwrap();
+    let db = ws.registry_dump();
     for token in &tokens {
         assert!(!seen.contains(token.as_str()), "a token reached the output");
         assert!(!log.contains(token.as_str()));

@@ -29,7 +29,7 @@ fn workspace(services: &[(&str, &str)]) -> Workspace {
             toml_str(log.display().to_string()),
         ));
     }
-    std::fs::write(ws.config(), config).unwrap();
+    ws.rewrite(&config);
     ws
 }
 

@@ -136,7 +136,7 @@ fn stdio_round_trip_with_tested_catalog_staleness_and_a_secret_that_never_leaks(
             .contains("connected with token=")
     );
     // The retained result is in the registry's index, owned by the calling agent.
-    let registry = airlock_host::registry::Registry::open(&ws.data()).unwrap();
+    let registry = ws.registry();
     let indexed = registry.results("fx", "default").unwrap();
     assert_eq!(indexed[0].output_id, call["output_id"].as_str().unwrap());
     assert!(indexed[0].redacted);
@@ -361,13 +361,13 @@ fn bad_input_names_the_item_and_changes_nothing() {
     );
 
     // A malformed config file is an error naming the file; the registry is untouched.
-    std::fs::write(ws.config(), "[mcp_servers.broken]\ncommand = 5\n").unwrap();
+    ws.rewrite("[mcp_servers.broken]\ncommand = 5\n");
     let text = failed(&ws.run(&["servers", "list"], &[]));
     assert!(
         text.contains("broken") && text.contains("airlock.toml"),
         "{text}"
     );
-    std::fs::write(ws.config(), "").unwrap();
+    ws.rewrite("");
     assert_eq!(listing(&ws), before);
 }
 

@@ -396,3 +396,64 @@ fn the_registry_answers_the_same_on_postgresql_and_sqlite() {
         answers[0]
     );
 }
+
+/// `[results] secret_access_key = "secret:NAME"` reads the key from the secret store:
+/// missing, the command names the entry and how to add it; added with
+/// `airlock secrets set` (the value on standard input), calls keep their results in S3
+/// and `airlock output` pages them back.
+#[test]
+fn the_s3_secret_key_can_live_in_the_secret_store() {
+    use std::io::Write;
+    let tables = remote_storage_tables(&storage_tag()).replace(
+        "secret_access_key = \"airlock-test-secret\"",
+        "secret_access_key = \"secret:s3-results\"",
+    );
+    assert!(tables.contains("secret:s3-results"));
+    let ws = Workspace::with_storage(&python_fixture_entry("fx", ""), &tables);
+    let text = "y".repeat(100_000);
+    let args = json!({ "size": 100_000, "char": "y" }).to_string();
+
+    let (missing, out) = ws.json(&["call", "mcp__fx__big_text", "--args", &args], &[]);
+    assert!(!out.status.success(), "{missing}");
+    let message = missing["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"s3-results\"") && message.contains("airlock secrets set s3-results"),
+        "{message}"
+    );
+
+    let mut set = std::process::Command::new(support::airlock_bin())
+        .args([
+            "--data-dir",
+            ws.data().to_str().unwrap(),
+            "secrets",
+            "set",
+            "s3-results",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    set.stdin
+        .take()
+        .unwrap()
+        .write_all(b"airlock-test-secret\n")
+        .unwrap();
+    let set = set.wait_with_output().unwrap();
+    assert!(set.status.success());
+    assert!(!String::from_utf8_lossy(&set.stdout).contains("airlock-test-secret"));
+
+    let (called, out) = ws.json(&["call", "mcp__fx__big_text", "--args", &args], &[]);
+    assert!(out.status.success(), "{called}");
+    let id = called["output_id"].as_str().unwrap().to_string();
+    let (mut offset, mut paged) = (0u64, String::new());
+    loop {
+        let (page, out) = ws.json(&["output", "fx", &id, "--offset", &offset.to_string()], &[]);
+        assert!(out.status.success(), "{page}");
+        paged.push_str(page["text"].as_str().unwrap());
+        match page["next_offset"].as_u64() {
+            Some(next) => offset = next,
+            None => break,
+        }
+    }
+    assert!(paged == text, "the pages rejoin to the text");
+}

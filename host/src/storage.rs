@@ -38,23 +38,33 @@ pub fn handle() -> Handle {
 
 /// Runs `job` on the storage runtime and waits for its output on this thread. A panic
 /// in the job is raised again here.
+///
+/// The output comes back over a plain channel, not a tokio `JoinHandle`: polling a
+/// `JoinHandle` from a thread inside a current-thread runtime spends that runtime's
+/// cooperative budget, and once it is spent the wake-up is deferred to a scheduler
+/// that is blocked right here, waiting.
 pub fn wait<F>(job: F) -> F::Output
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let task = runtime().spawn(job);
-    let join = || futures::executor::block_on(task);
-    let joined = match Handle::try_current() {
+    use futures::FutureExt;
+    let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+    runtime().spawn(async move {
+        let outcome = std::panic::AssertUnwindSafe(job).catch_unwind().await;
+        let _ = sender.send(outcome);
+    });
+    let receive = || receiver.recv();
+    let received = match Handle::try_current() {
         Ok(current) if current.runtime_flavor() == RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(join)
+            tokio::task::block_in_place(receive)
         }
-        _ => join(),
+        _ => receive(),
     };
-    match joined {
-        Ok(output) => output,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(e) => panic!("a storage job was cancelled: {e}"),
+    match received {
+        Ok(Ok(output)) => output,
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        Err(_) => panic!("the storage runtime dropped a job (it is shutting down)"),
     }
 }
 

@@ -122,6 +122,8 @@ pub fn demo_entry(name: &str, extra: &str) -> String {
 pub struct Workspace {
     /// The temp folder (removed on drop).
     pub dir: tempfile::TempDir,
+    /// The `[registry]` and `[results]` tables its config ends with (may be empty).
+    storage: String,
 }
 
 impl Workspace {
@@ -140,12 +142,17 @@ impl Workspace {
     /// `[registry]` and `[results]` tables several workspaces may share).
     pub fn with_storage(config: &str, storage: &str) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::write(
-            dir.path().join("airlock.toml"),
-            format!("{config}\n{storage}"),
-        )
-        .expect("write config");
-        Workspace { dir }
+        let ws = Workspace {
+            dir,
+            storage: storage.to_string(),
+        };
+        ws.rewrite(config);
+        ws
+    }
+
+    /// Replaces the config with `config`, keeping the workspace's storage tables.
+    pub fn rewrite(&self, config: &str) {
+        std::fs::write(self.config(), format!("{config}\n{}", self.storage)).expect("write config");
     }
 
     /// The config file.
@@ -199,6 +206,83 @@ impl Workspace {
         let mut options = airlock_host::AirlockOptions::new(self.data());
         options.plugin_cache = Some(plugin_cache());
         options
+    }
+
+    /// The registry this workspace's config names (SQLite in its data directory, or its
+    /// PostgreSQL schema).
+    pub fn registry(&self) -> airlock_host::registry::Registry {
+        std::fs::create_dir_all(self.data()).expect("data directory");
+        airlock_host::registry::Registry::open_at(&self.data(), &self.load().storage.registry)
+            .expect("the registry opens")
+    }
+
+    /// Runs `sql` directly on this workspace's registry database (SQLite or its
+    /// PostgreSQL schema), behind Airlock's back: how a test ages or damages a row.
+    pub fn registry_sql(&self, sql: &str) {
+        match self.load().storage.registry {
+            airlock_host::config::RegistryLocation::Local => {
+                let db = rusqlite::Connection::open(self.data().join("registry.db")).unwrap();
+                db.execute_batch(sql).unwrap();
+            }
+            airlock_host::config::RegistryLocation::Postgres { url, schema } => {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                        .await
+                        .unwrap();
+                    tokio::spawn(connection);
+                    client
+                        .batch_execute(&format!("SET search_path TO \"{schema}\"; {sql}"))
+                        .await
+                        .unwrap();
+                });
+            }
+        }
+    }
+
+    /// Everything this workspace's registry holds, as bytes to search: the SQLite
+    /// file, or every row of every table of its PostgreSQL schema as text.
+    pub fn registry_dump(&self) -> Vec<u8> {
+        match self.load().storage.registry {
+            airlock_host::config::RegistryLocation::Local => {
+                std::fs::read(self.data().join("registry.db")).unwrap()
+            }
+            airlock_host::config::RegistryLocation::Postgres { url, schema } => {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    let (client, connection) =
+                        tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+                    tokio::spawn(connection);
+                    let tables = client
+                        .query(
+                            "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1",
+                            &[&schema],
+                        )
+                        .await
+                        .unwrap();
+                    let mut dump = Vec::new();
+                    for table in tables {
+                        let name: String = table.get(0);
+                        let rows = client
+                            .query(&format!("SELECT t::text FROM \"{schema}\".\"{name}\" t"), &[])
+                            .await
+                            .unwrap();
+                        for row in rows {
+                            dump.extend(row.get::<_, String>(0).into_bytes());
+                            dump.push(b'\n');
+                        }
+                    }
+                    assert!(!dump.is_empty(), "the registry schema {schema} is empty");
+                    dump
+                })
+            }
+        }
     }
 
     /// The parsed config of this workspace (no user/project files).

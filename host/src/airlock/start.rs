@@ -100,7 +100,9 @@ pub(crate) fn resolve_secret(
     let Some(name) = value.strip_prefix("secret:") else {
         return Ok(Some(value.to_string()));
     };
-    match store.get(name) {
+    // Entries made with `airlock secrets set NAME` are kept as `secret:NAME`, beside the
+    // `secret:<uuid>` references the registry makes.
+    match store.get(value) {
         Ok(Some(secret)) => {
             crate::secrets::register_log_secrets(&KnownSecrets::new().with(setting, &secret));
             Ok(Some(secret))
@@ -139,9 +141,11 @@ impl Airlock {
 
     /// Tests one service the way `airlock servers test` does: opens a temporary
     /// connection, negotiates, lists the tools (running none), saves them as the
-    /// service's tested catalog under its current launch digest, and closes.
+    /// service's tested catalog under its current launch digest (in the registry
+    /// `storage` names), and closes.
     pub async fn test_service(
         server: ServerConfig,
+        storage: crate::config::Storage,
         options: AirlockOptions,
     ) -> Result<TestReport, StartError> {
         let name = server.name.clone();
@@ -149,6 +153,7 @@ impl Airlock {
         server.enabled = true;
         let config = Config {
             servers: BTreeMap::from([(name.clone(), server)]),
+            storage,
             ..Default::default()
         };
         let airlock = Airlock::prepare(config, options).await?;

@@ -15,6 +15,7 @@ mod listings;
 mod plugin;
 mod render;
 mod scaffold;
+mod secrets;
 mod serve;
 mod servers;
 
@@ -145,6 +146,12 @@ pub enum Command {
         #[command(subcommand)]
         command: grants::GrantsCommand,
     },
+    /// Keep named values in the secret store (for `secret:NAME` settings).
+    Secrets {
+        /// What to do.
+        #[command(subcommand)]
+        command: secrets::SecretsCommand,
+    },
     /// Inspect and replay plugins.
     Plugin {
         /// What to do.
@@ -189,6 +196,7 @@ async fn dispatch(cli: &Cli) -> Result<ExitCode, String> {
         Command::Import(args) => import::run(cli, args).await,
         Command::Serve(args) => serve::run(cli, args).await,
         Command::Grants { command } => grants::run(cli, command),
+        Command::Secrets { command } => secrets::run(cli, command),
         Command::Tools { search } => listings::tools(cli, search.as_deref()).await,
         Command::Status => listings::status(cli).await,
         Command::Call {

@@ -31,7 +31,7 @@ pub(super) async fn test(
     }
     let mut options = options(cli)?;
     options.max_sessions = 1;
-    match crate::Airlock::test_service(server, options).await {
+    match crate::Airlock::test_service(server, config.storage.clone(), options).await {
         Ok(report) => {
             print(cli, json!({"ok": true, "test": report}), || {
                 let s = &report.server;

@@ -1,0 +1,98 @@
+//! Storage beyond one machine, each pair in the same run: a retain-and-page round trip
+//! of a 256 KiB result in S3 (moto on loopback) against the data directory, and a grant
+//! check in PostgreSQL (loopback) against SQLite. Needs the services
+//! `scripts/storage-services.sh` starts (`scripts/bench-ratios.sh --bench storage` starts
+//! and stops them); without them it says so and measures nothing.
+
+use airlock_host::config::{RegistryLocation, ResultsLocation, S3Location};
+use airlock_host::registry::Registry;
+use airlock_host::results::{DEFAULT_PREVIEW, ResultLimits, ResultStore};
+use criterion::{Criterion, criterion_group, criterion_main};
+
+/// The text kept: 256 KiB, paged back in six 48 KiB pages.
+fn text() -> String {
+    (0..8_192)
+        .map(|i| format!("row {i:08} of the result, padded to 32\n"))
+        .collect::<String>()[..256 << 10]
+        .to_string()
+}
+
+fn round_trip(store: &ResultStore, text: &str) {
+    let (record, _) = store
+        .retain_for(Some("agent"), "svc", text, false, DEFAULT_PREVIEW)
+        .unwrap();
+    let id = record.output_id.unwrap();
+    let mut offset = 0;
+    loop {
+        let page = store
+            .read_for("agent", "svc", &id, offset, DEFAULT_PREVIEW)
+            .unwrap();
+        match page.next_offset {
+            Some(next) => offset = next,
+            None => break,
+        }
+    }
+}
+
+fn services() -> Option<(String, String, String)> {
+    Some((
+        std::env::var("AIRLOCK_TEST_POSTGRES_URL").ok()?,
+        std::env::var("AIRLOCK_TEST_S3_ENDPOINT").ok()?,
+        std::env::var("AIRLOCK_TEST_S3_BUCKET").ok()?,
+    ))
+}
+
+fn storage(c: &mut Criterion) {
+    let Some((postgres, endpoint, bucket)) = services() else {
+        eprintln!(
+            "storage bench: AIRLOCK_TEST_POSTGRES_URL / AIRLOCK_TEST_S3_* are not set; run it with scripts/bench-ratios.sh --bench storage"
+        );
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let data =
+        cap_std::fs::Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
+    let limits = ResultLimits::default();
+    let tag = format!("bench{}", std::process::id());
+    let s3 = ResultsLocation::S3(S3Location {
+        bucket,
+        prefix: tag.clone(),
+        endpoint: Some(endpoint),
+        region: Some("us-east-1".into()),
+        access_key_id: Some("airlock-test".into()),
+        secret_access_key: None,
+    });
+    let remote =
+        ResultStore::open_at(&data, &s3, Some("airlock-test-secret".into()), limits, None).unwrap();
+    let local = ResultStore::open(&data, limits).unwrap();
+    let text = text();
+    let mut group = c.benchmark_group("retain_and_page_256KiB");
+    group.sample_size(30);
+    group.bench_function("s3", |b| b.iter(|| round_trip(&remote, &text)));
+    group.bench_function("local", |b| b.iter(|| round_trip(&local, &text)));
+    group.finish();
+
+    let sqlite = Registry::open(tmp.path()).unwrap();
+    let pg = Registry::open_at(
+        tmp.path(),
+        &RegistryLocation::Postgres {
+            url: postgres,
+            schema: tag,
+        },
+    )
+    .unwrap();
+    for registry in [&sqlite, &pg] {
+        registry.grant("agent", "svc").unwrap();
+    }
+    let mut group = c.benchmark_group("grant_check");
+    group.bench_function("postgres", |b| {
+        b.iter(|| assert!(pg.is_granted("agent", "svc").unwrap()))
+    });
+    group.bench_function("sqlite", |b| {
+        b.iter(|| assert!(sqlite.is_granted("agent", "svc").unwrap()))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, storage);
+criterion_main!(benches);

@@ -23,6 +23,7 @@ with_storage() {
 case "${1:-}" in
     --report) ;;
     --bench)
+        export BENCH_ONLY="$2"
         if [ "${2:?--bench needs a benchmark name}" = storage ]; then
             with_storage cargo bench --locked -p airlock-host --bench storage
         else
@@ -154,8 +155,15 @@ for key, what, a, b, r, target, met in rows:
 text = "\n".join(table)
 print(text)
 
-stamp = f"Figures from `scripts/bench-ratios.sh` on this machine ({os.cpu_count()} cores), {datetime.date.today().isoformat()}"
-stamp += f"; {kept} rows not measured in that run are kept from the run before:" if kept else ":"
+only = os.environ.get("BENCH_ONLY")
+if only:
+    stamp = (f"Figures from `scripts/bench-ratios.sh` on this machine ({os.cpu_count()} cores): "
+             f"the `{only}` benchmark's rows measured {datetime.date.today().isoformat()} "
+             f"(`--bench {only}`); every other row is from its own benchmark's last run on this machine"
+             f"{f', {kept} of them kept from the table before' if kept else ''}:")
+else:
+    stamp = f"Figures from `scripts/bench-ratios.sh` on this machine ({os.cpu_count()} cores), {datetime.date.today().isoformat()}"
+    stamp += f"; {kept} rows not measured in that run are kept from the run before:" if kept else ":"
 block = f"<!-- bench:begin -->\n{stamp}\n\n{text}\n<!-- bench:end -->"
 new = re.sub(r"<!-- bench:begin -->.*?<!-- bench:end -->", lambda _: block, body, flags=re.S)
 if new != body:

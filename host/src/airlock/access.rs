@@ -203,10 +203,22 @@ impl Airlock {
     /// The tools `agent` may see: every tool of an enabled service in open mode, else
     /// those of granted services.
     pub fn tools_for(&self, agent: &str) -> Vec<CatalogTool> {
+        // One registry query for the agent's grants, not one per tool: with the registry
+        // in PostgreSQL each is a round trip.
+        let granted: Option<std::collections::HashSet<String>> = match self.inner.access.mode {
+            AccessMode::Open => None,
+            AccessMode::Grants => match self.inner.registry.grants(agent) {
+                Ok(services) => Some(services.into_iter().collect()),
+                Err(e) => {
+                    tracing::warn!(agent, "cannot read grants; listing no tools: {e}");
+                    Some(Default::default())
+                }
+            },
+        };
         self.tools()
             .into_iter()
             .filter(|t| self.inner.service(&t.service).is_some_and(|s| s.enabled()))
-            .filter(|t| self.inner.granted(agent, &t.service).unwrap_or(false))
+            .filter(|t| granted.as_ref().is_none_or(|g| g.contains(&t.service)))
             .collect()
     }
 

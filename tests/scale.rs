@@ -29,6 +29,40 @@ fn replicas(extra_a: &str, extra_b: &str) -> (Workspace, Workspace, String) {
     (a, b, tag)
 }
 
+/// Two replicas serving over HTTP with tokens required, and alice's client on each.
+/// Fields drop in order: the clients, then the gateways, then their workspaces.
+struct Pair {
+    on_a: RunningService<RoleClient, ()>,
+    on_b: RunningService<RoleClient, ()>,
+    a: HttpGateway,
+    b: HttpGateway,
+    ws_b: Workspace,
+    _ws_a: Workspace,
+    /// The storage tag (the S3 prefix and PostgreSQL schema).
+    tag: String,
+    alice: String,
+}
+
+/// [`replicas`] with both gateways started and alice connected to each.
+async fn serving_pair() -> Pair {
+    let (ws_a, ws_b, tag) = replicas("", "");
+    let alice = token(&ws_a, "alice");
+    let a = HttpGateway::start(&ws_a, &["--require-token"]);
+    let b = HttpGateway::start(&ws_b, &["--require-token"]);
+    let on_a = client(&a, &alice).await;
+    let on_b = client(&b, &alice).await;
+    Pair {
+        _ws_a: ws_a,
+        ws_b,
+        tag,
+        alice,
+        on_a,
+        on_b,
+        a,
+        b,
+    }
+}
+
 /// A token for `agent`, made through `ws` (kept in the shared registry).
 fn token(ws: &Workspace, agent: &str) -> String {
     let (made, out) = ws.json(&["--agent", agent, "serve", "tokens", "add"], &[]);
@@ -121,25 +155,21 @@ fn text_object(tag: &str, id: &str) -> (object_store::aws::AmazonS3, object_stor
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_made_on_one_replica_pages_byte_exact_on_the_other() {
-    let (ws_a, ws_b, _) = replicas("", "");
-    let alice = token(&ws_a, "alice");
-    let a = HttpGateway::start(&ws_a, &["--require-token"]);
-    let b = HttpGateway::start(&ws_b, &["--require-token"]);
-    let on_a = client(&a, &alice).await;
-    let on_b = client(&b, &alice).await;
+    let pair = serving_pair().await;
+    let (on_a, on_b, alice) = (&pair.on_a, &pair.on_b, &pair.alice);
 
     let text = varied_text(12_000);
     assert!(text.len() > 300_000);
-    let id = retain(&on_a, &text).await;
-    let paged = page_all(&on_b, &id).await.expect("B pages A's output");
+    let id = retain(on_a, &text).await;
+    let paged = page_all(on_b, &id).await.expect("B pages A's output");
     assert!(
         paged == text,
         "the pages through B rejoin to the text made on A"
     );
 
     // Another agent's token, recognised by both replicas, may not read alice's output.
-    let bob = token(&ws_b, "bob");
-    let bob_on_a = client(&a, &bob).await;
+    let bob = token(&pair.ws_b, "bob");
+    let bob_on_a = client(&pair.a, &bob).await;
     let refused = page_all(&bob_on_a, &id).await.unwrap_err();
     assert!(refused.contains("belongs to another agent"), "{refused}");
 
@@ -147,8 +177,8 @@ async fn a_result_made_on_one_replica_pages_byte_exact_on_the_other() {
     // the spec's "session not found", so a client re-initializes.
     let http = reqwest::Client::new();
     let init = http
-        .post(&a.url)
-        .bearer_auth(&alice)
+        .post(&pair.a.url)
+        .bearer_auth(alice)
         .header("Accept", "application/json, text/event-stream")
         .json(
             &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -163,8 +193,8 @@ async fn a_result_made_on_one_replica_pages_byte_exact_on_the_other() {
         .unwrap()
         .to_string();
     let elsewhere = http
-        .post(&b.url)
-        .bearer_auth(&alice)
+        .post(&pair.b.url)
+        .bearer_auth(alice)
         .header("Accept", "application/json, text/event-stream")
         .header("Mcp-Session-Id", &session)
         .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
@@ -173,9 +203,7 @@ async fn a_result_made_on_one_replica_pages_byte_exact_on_the_other() {
         .unwrap();
     assert_eq!(elsewhere.status().as_u16(), 404);
 
-    for c in [on_a, on_b, bob_on_a] {
-        c.cancel().await.unwrap();
-    }
+    bob_on_a.cancel().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -244,30 +272,26 @@ async fn a_namespace_frozen_on_one_replica_is_the_same_on_the_other() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_deleted_or_corrupted_behind_airlocks_back_are_reported() {
-    let (ws_a, ws_b, tag) = replicas("", "");
-    let alice = token(&ws_a, "alice");
-    let a = HttpGateway::start(&ws_a, &["--require-token"]);
-    let b = HttpGateway::start(&ws_b, &["--require-token"]);
-    let on_a = client(&a, &alice).await;
-    let on_b = client(&b, &alice).await;
+    let pair = serving_pair().await;
+    let (on_a, on_b, tag) = (&pair.on_a, &pair.on_b, &pair.tag);
     // Corrupted: the text object replaced by bytes of the same length, one changed.
     let text = varied_text(6_000);
-    let id = retain(&on_a, &text).await;
+    let id = retain(on_a, &text).await;
     let mut changed = text.clone().into_bytes();
     changed[100_000] ^= 0x01;
-    let (bucket, key) = text_object(&tag, &id);
+    let (bucket, key) = text_object(tag, &id);
     bucket.put(&key, changed.into()).await.unwrap();
     // The first page's blocks are intact; the page holding byte 100,000 is not.
-    let error = page_all(&on_b, &id).await.unwrap_err();
+    let error = page_all(on_b, &id).await.unwrap_err();
     assert!(error.contains("fails its digest check"), "{error}");
     assert!(error.contains("block 1"), "{error}");
     assert!(!error.contains("airlock-test-secret"), "{error}");
 
     // Deleted: the text object removed; its record is still there.
-    let id = retain(&on_a, &text).await;
-    let (bucket, key) = text_object(&tag, &id);
+    let id = retain(on_a, &text).await;
+    let (bucket, key) = text_object(tag, &id);
     bucket.delete(&key).await.unwrap();
-    let error = page_all(&on_b, &id).await.unwrap_err();
+    let error = page_all(on_b, &id).await.unwrap_err();
     assert!(error.contains("is missing from s3://"), "{error}");
 
     // Both replicas still serve: the errors were answers, not crashes.
@@ -276,8 +300,6 @@ async fn objects_deleted_or_corrupted_behind_airlocks_back_are_reported() {
         .await
         .unwrap();
     assert_eq!(text_of(&ok), "still here");
-    on_a.cancel().await.unwrap();
-    on_b.cancel().await.unwrap();
 }
 
 /// The registry's tables on PostgreSQL answer as on SQLite: the same calls on both

@@ -251,14 +251,7 @@ impl Workspace {
                 std::fs::read(self.data().join("registry.db")).unwrap()
             }
             airlock_host::config::RegistryLocation::Postgres { url, schema } => {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .unwrap();
-                rt.block_on(async {
-                    let (client, connection) =
-                        tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
-                    tokio::spawn(connection);
+                with_postgres(&url, async |client| {
                     let tables = client
                         .query(
                             "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1",
@@ -270,7 +263,10 @@ impl Workspace {
                     for table in tables {
                         let name: String = table.get(0);
                         let rows = client
-                            .query(&format!("SELECT t::text FROM \"{schema}\".\"{name}\" t"), &[])
+                            .query(
+                                &format!("SELECT t::text FROM \"{schema}\".\"{name}\" t"),
+                                &[],
+                            )
                             .await
                             .unwrap();
                         for row in rows {
@@ -513,6 +509,21 @@ impl HttpGateway {
     pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().ok().flatten()
     }
+}
+
+/// Runs `job` with a fresh connection to the PostgreSQL database at `url`.
+fn with_postgres<T>(url: &str, job: impl AsyncFnOnce(&tokio_postgres::Client) -> T) -> T {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        job(&client).await
+    })
 }
 
 /// Whether the suites keep state in PostgreSQL and S3 (`AIRLOCK_TEST_STORAGE=remote`,

@@ -175,8 +175,8 @@ async fn stop_on_signal(shutdown: CancellationToken) {
 }
 
 fn tokens(cli: &Cli, command: &TokensCommand) -> Result<ExitCode, String> {
-    let book = TokenBook::open(&data_dir(cli), &super::common::storage(cli)?.registry)
-        .map_err(|e| e.to_string())?;
+    let registry = std::sync::Arc::new(super::common::open_registry(cli)?);
+    let book = TokenBook::with_registry(registry, &data_dir(cli)).map_err(|e| e.to_string())?;
     match command {
         TokensCommand::Add => {
             let (id, value) = book.add(&cli.agent).map_err(|e| e.to_string())?;

@@ -59,19 +59,6 @@ pub(crate) fn valid_agent(agent: &str) -> bool {
 }
 
 impl TokenBook {
-    /// Opens the tokens of `data_dir`, in the registry `location` names.
-    pub fn open(
-        data_dir: &Path,
-        location: &crate::config::RegistryLocation,
-    ) -> Result<TokenBook, TokenError> {
-        std::fs::create_dir_all(data_dir).map_err(|e| SecretError::File {
-            path: data_dir.to_path_buf(),
-            message: e.to_string(),
-        })?;
-        let registry = Arc::new(Registry::open_at(data_dir, location)?);
-        Self::with_registry(registry, data_dir)
-    }
-
     /// The tokens of an open registry, with the secret store of `data_dir`.
     pub fn with_registry(
         registry: Arc<Registry>,

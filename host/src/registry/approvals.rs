@@ -145,40 +145,30 @@ impl Registry {
         scope: &ApprovalScope<'_>,
         expires_at: Option<i64>,
     ) -> Result<i64, RegistryError> {
-        let row = match self.db {
-            Db::Sqlite(_) => self.db.query_opt(
+        let (tool_re, arguments_re) = (glob_regex(scope.tool), glob_regex(scope.arguments));
+        let mut values = params![
+            scope.agent,
+            scope.service,
+            scope.tool,
+            scope.arguments,
+            scope.plugin,
+            scope.rule,
+            expires_at
+        ]
+        .to_vec();
+        let sql = match self.db {
+            Db::Sqlite(_) => {
                 "INSERT INTO approvals (agent, service, tool, arguments, plugin, rule, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
-                &params![
-                    scope.agent,
-                    scope.service,
-                    scope.tool,
-                    scope.arguments,
-                    scope.plugin,
-                    scope.rule,
-                    expires_at
-                ],
-            )?,
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id"
+            }
             Db::Postgres(_) => {
-                let (tool_re, arguments_re) = (glob_regex(scope.tool), glob_regex(scope.arguments));
-                self.db.query_opt(
-                    "INSERT INTO approvals
-                       (agent, service, tool, arguments, plugin, rule, expires_at, tool_re, arguments_re)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING id",
-                    &params![
-                        scope.agent,
-                        scope.service,
-                        scope.tool,
-                        scope.arguments,
-                        scope.plugin,
-                        scope.rule,
-                        expires_at,
-                        &tool_re,
-                        &arguments_re
-                    ],
-                )?
+                values.extend(params![&tool_re, &arguments_re]);
+                "INSERT INTO approvals
+                   (agent, service, tool, arguments, plugin, rule, expires_at, tool_re, arguments_re)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING id"
             }
         };
+        let row = self.db.query_opt(sql, &values)?;
         row.ok_or_else(|| RegistryError::Corrupt("an approval got no id".into()))?
             .int(0)
     }

@@ -469,14 +469,25 @@ async fn http_refuses_what_it_must() {
     );
     let other = url.replace("/mcp", "/other");
     assert_eq!(status_of(http.get(other)).await, 404);
+    // The gateway answers 413 once it has read 40 MiB, then closes with the rest of the
+    // body unread: the close can reach the client as a reset before it reads the
+    // answer (a race in TCP, not a refusal missed), so a cut connection is tried again.
     let huge = "x".repeat(41 << 20);
-    assert_eq!(
-        status_of(post(url).body(format!(
-            "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{{\"pad\":\"{huge}\"}}}}"
-        )))
-        .await,
-        413
+    let body = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{{\"pad\":\"{huge}\"}}}}"
     );
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        match post(url).body(body.clone()).send().await {
+            Ok(response) => {
+                statuses.push(response.status().as_u16());
+                break;
+            }
+            Err(e) if e.is_request() || e.is_body() => statuses.push(0),
+            Err(e) => panic!("the gateway answers: {e}"),
+        }
+    }
+    assert_eq!(statuses.last(), Some(&413), "{statuses:?}");
     assert_eq!(status_of(post(url).json(&initialize_body())).await, 200);
     assert_eq!(
         status_of(post(url).json(&initialize_body())).await,

@@ -63,6 +63,7 @@ fn no_service(name: &str) -> CallError {
 
 impl Airlock {
     /// The registry this Airlock keeps its state in (the gateway's tokens live there).
+    #[cfg(feature = "gateway")]
     pub(crate) fn registry(&self) -> std::sync::Arc<crate::registry::Registry> {
         self.inner.registry.clone()
     }

@@ -33,6 +33,7 @@ pub use calls::{CallOptions, CallOutput, Redaction, call_json};
 pub use inventory::{PluginSlot, ServicePlugins, SessionInfo};
 pub use report::{ServiceReport, ServiceStatus, TestReport};
 pub use start::StartError;
+#[cfg(feature = "cli")]
 pub(crate) use start::resolve_secret;
 
 use crate::catalog::{CatalogTool, Cataloger};

@@ -79,6 +79,12 @@ async fn client(gateway: &HttpGateway, token: &str) -> RunningService<RoleClient
         .expect("the replica accepts the client")
 }
 
+/// The tool names `client` is offered.
+async fn tool_names(client: &RunningService<RoleClient, ()>) -> Vec<String> {
+    let tools = client.list_all_tools().await.unwrap();
+    tools.iter().map(|t| t.name.to_string()).collect()
+}
+
 fn call(name: &str, args: Value) -> CallToolRequestParams {
     CallToolRequestParams::new(name.to_string()).with_arguments(args.as_object().unwrap().clone())
 }
@@ -245,23 +251,11 @@ async fn a_namespace_frozen_on_one_replica_is_the_same_on_the_other() {
     let alice = token(&ws_a, "alice");
     let a = HttpGateway::start(&ws_a, &["--require-token"]);
     let on_a = client(&a, &alice).await;
-    let names_a: Vec<String> = on_a
-        .list_all_tools()
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names_a = tool_names(&on_a).await;
     assert!(names_a.contains(&"alpha__echo".to_string()), "{names_a:?}");
     let b = HttpGateway::start(&ws_b, &["--require-token"]);
     let on_b = client(&b, &alice).await;
-    let names_b: Vec<String> = on_b
-        .list_all_tools()
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names_b = tool_names(&on_b).await;
     assert_eq!(
         names_a, names_b,
         "B's label would name it \"beta\"; the namespace A froze wins"

@@ -127,17 +127,7 @@ impl ResultStore {
         folder: &Path,
         part_size: Option<usize>,
     ) -> Result<Export, ExportError> {
-        let record = self.record(service, output_id)?;
-        if let Some(owner) = &record.agent
-            && owner != agent
-        {
-            return Err(ReadError::NotOwner {
-                output_id: output_id.into(),
-                agent: agent.into(),
-            }
-            .into());
-        }
-        let text = self.full_text(service, output_id)?;
+        let text = self.full_text_for(agent, service, output_id)?;
         let part_size = match part_size {
             Some(0) => return Err(ExportError::PartSize),
             Some(n) => n,

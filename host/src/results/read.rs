@@ -170,12 +170,33 @@ impl ResultStore {
         }
     }
 
+    /// Where an output is: waiting in memory for the store, or kept (its record read
+    /// once, for every check and read a request makes).
+    fn find(&self, service: &str, output_id: &str) -> Result<Found, ReadError> {
+        match self.pending(output_id) {
+            Some(pending) => Ok(Found::Pending(pending)),
+            None => Ok(Found::Stored(self.stored(service, output_id)?)),
+        }
+    }
+
+    /// [`ResultStore::find`] for `agent`: refused unless the output was produced by that
+    /// agent's call (outputs kept without an owner are readable by any agent).
+    fn find_for(&self, agent: &str, service: &str, output_id: &str) -> Result<Found, ReadError> {
+        let found = self.find(service, output_id)?;
+        if let Some(owner) = &found.record().agent
+            && owner != agent
+        {
+            return Err(ReadError::NotOwner {
+                output_id: output_id.into(),
+                agent: agent.into(),
+            });
+        }
+        Ok(found)
+    }
+
     /// The record of a retained output.
     pub fn record(&self, service: &str, output_id: &str) -> Result<Retained, ReadError> {
-        if let Some(pending) = self.pending(output_id) {
-            return Ok(pending.record.clone());
-        }
-        Ok(self.stored(service, output_id)?.record)
+        Ok(self.find(service, output_id)?.record().clone())
     }
 
     /// Reads a page for `agent`: refused unless the output was produced by that agent's
@@ -188,24 +209,22 @@ impl ResultStore {
         offset: usize,
         page_size: usize,
     ) -> Result<Page, ReadError> {
-        let record = self.record(service, output_id)?;
-        if let Some(owner) = &record.agent
-            && owner != agent
-        {
-            return Err(ReadError::NotOwner {
-                output_id: output_id.into(),
-                agent: agent.into(),
-            });
-        }
-        self.read(service, output_id, offset, page_size)
+        let found = self.find_for(agent, service, output_id)?;
+        self.read_found(&found, service, output_id, offset, page_size)
     }
 
-    /// The whole retained text of an output, checked against its digest.
-    pub(crate) fn full_text(&self, service: &str, output_id: &str) -> Result<String, ReadError> {
-        if let Some(pending) = self.pending(output_id) {
-            return Ok(pending.text.to_string());
-        }
-        let stored = self.stored(service, output_id)?;
+    /// The whole retained text of an output for `agent` (owner checked as for a page),
+    /// checked against its digest.
+    pub(crate) fn full_text_for(
+        &self,
+        agent: &str,
+        service: &str,
+        output_id: &str,
+    ) -> Result<String, ReadError> {
+        let stored = match self.find_for(agent, service, output_id)? {
+            Found::Pending(pending) => return Ok(pending.text.to_string()),
+            Found::Stored(stored) => stored,
+        };
         let bytes = self
             .backend
             .text(&service_dir_name(service), output_id)
@@ -235,16 +254,27 @@ impl ResultStore {
         offset: usize,
         page_size: usize,
     ) -> Result<Page, ReadError> {
+        let found = self.find(service, output_id)?;
+        self.read_found(&found, service, output_id, offset, page_size)
+    }
+
+    fn read_found(
+        &self,
+        found: &Found,
+        service: &str,
+        output_id: &str,
+        offset: usize,
+        page_size: usize,
+    ) -> Result<Page, ReadError> {
         let page_size = page_size.max(4);
-        let (mut window, size) = match self.pending(output_id) {
-            Some(pending) => {
+        let (mut window, size) = match found {
+            Found::Pending(pending) => {
                 let bytes = pending.text.as_bytes();
                 let from = offset.min(bytes.len());
                 let to = bytes.len().min(from.saturating_add(page_size + 4));
                 (bytes[from..to].to_vec(), bytes.len())
             }
-            None => {
-                let stored = self.stored(service, output_id)?;
+            Found::Stored(stored) => {
                 let size = stored.record.size;
                 let mut window = Vec::new();
                 if offset < size {
@@ -294,6 +324,21 @@ impl ResultStore {
             next_offset: (!eof).then_some(end),
             eof,
         })
+    }
+}
+
+/// An output found: waiting in memory, or kept with its stored record.
+enum Found {
+    Pending(Arc<writer::Pending>),
+    Stored(StoredRecord),
+}
+
+impl Found {
+    fn record(&self) -> &Retained {
+        match self {
+            Found::Pending(pending) => &pending.record,
+            Found::Stored(stored) => &stored.record,
+        }
     }
 }
 

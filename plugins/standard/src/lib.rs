@@ -7,6 +7,7 @@
 //! - redaction: known secrets plus built-in and configured patterns (see [`redaction`]).
 
 pub mod content;
+pub mod finder;
 pub mod naming;
 pub mod redaction;
 

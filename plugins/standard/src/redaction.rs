@@ -4,7 +4,8 @@
 //!
 //! One pass per string: every secret and every pattern are compiled into one
 //! multi-pattern regex (secrets first, longest first, then patterns), and the rule of a
-//! match is its pattern's id. The matcher is kept for as long as the secrets stay the
+//! match is its pattern's id. Inside the sandbox a vector prefilter finds where a match
+//! may start (see [`crate::finder`]). The matcher is kept for as long as the secrets stay the
 //! same. A string is copied only from its first match on. Every field a block carries is
 //! redacted — text, URIs, names, titles, descriptions, MIME types, data, and every string
 //! and key of its JSON (annotations, `_meta`, structured content, unknown blocks).
@@ -16,6 +17,8 @@ use airlock_guest::{
     Config, ContentBlock, Redacted, Redaction, RedactionMark, ResourceContents, Secret, ToolResult,
 };
 use regex_automata::meta::Regex;
+
+use crate::finder::Finder;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -56,7 +59,7 @@ enum PatternSpec {
 struct Matcher {
     /// The secrets it was built for (name, value), to know when to rebuild.
     secrets: Vec<(String, String)>,
-    regex: Option<Regex>,
+    finder: Option<Finder>,
     rules: Vec<String>,
 }
 
@@ -132,17 +135,14 @@ impl RedactionPolicy {
                 sources.push(re.clone());
                 rules.push(format!("pattern:{name}"));
             }
-            let regex = if sources.is_empty() {
+            let finder = if sources.is_empty() {
                 None
             } else {
-                Some(
-                    Regex::new_many(&sources)
-                        .map_err(|e| format!("cannot build the redaction matcher: {e}"))?,
-                )
+                Some(Finder::new(&sources)?)
             };
             *self.matcher.borrow_mut() = Some(Matcher {
                 secrets: wanted,
-                regex,
+                finder,
                 rules,
             });
         }
@@ -154,14 +154,14 @@ impl RedactionPolicy {
     /// Redacts `result`, replacing every known secret and pattern match in every field.
     pub fn redact(&self, mut result: ToolResult, secrets: &[Secret]) -> Result<Redacted, String> {
         let matcher = self.matcher(secrets)?;
-        let Some(regex) = matcher.regex.as_ref() else {
+        let Some(finder) = matcher.finder.as_ref() else {
             return Ok(Redacted {
                 result,
                 marks: Vec::new(),
             });
         };
         let scrub = Scrubber {
-            regex,
+            finder,
             rules: &matcher.rules,
         };
         let mut tally = Tally::new();
@@ -188,7 +188,7 @@ impl RedactionPolicy {
 }
 
 struct Scrubber<'a> {
-    regex: &'a Regex,
+    finder: &'a Finder,
     rules: &'a [String],
 }
 
@@ -283,7 +283,7 @@ impl Scrubber<'_> {
                 .fold(false, |changed, v| self.walk(v, location, tally) | changed),
             Value::Object(map) => {
                 let mut changed = false;
-                if map.keys().any(|k| self.regex.is_match(k.as_str())) {
+                if map.keys().any(|k| self.finder.is_match(k.as_str())) {
                     let old = std::mem::take(map);
                     for (key, v) in old {
                         let key = self.redact_str(&key, location, tally).unwrap_or(key);
@@ -301,7 +301,7 @@ impl Scrubber<'_> {
 
     /// `text` with every match replaced, or `None` when nothing matched (no copy made).
     fn redact_str(&self, text: &str, location: &str, tally: &mut Tally) -> Option<String> {
-        let mut matches = self.regex.find_iter(text).peekable();
+        let mut matches = self.finder.find_iter(text).peekable();
         matches.peek()?;
         let mut out = String::with_capacity(text.len());
         let mut last = 0;

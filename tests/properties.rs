@@ -7,6 +7,8 @@
 //! - content conversion: no block is ever dropped, and valid blocks round-trip;
 //! - config parsing: any document or entry gives a config or an error naming the
 //!   server — never a panic;
+//! - sandboxed redaction: the bundled plugin in wasm (its vector prefilter) gives exactly
+//!   what the same policy gives natively, on text dense with prefixes and near misses;
 //! - framing: whatever a server writes, the frame guard passes only decodable lines,
 //!   valid ones unchanged and in order.
 
@@ -16,6 +18,7 @@ use airlock_guest::{
     ResourceContents, ResourceLink, Secret, TextBlock, TextResource, Tool, ToolResult,
     UnknownBlock,
 };
+use airlock_host::plugin::{PluginRuntime, Stage, StageInstance, convert as host_convert};
 use airlock_host::secrets::KnownSecrets;
 use airlock_plugin_standard::content;
 use airlock_plugin_standard::redaction::RedactionPolicy;
@@ -164,8 +167,88 @@ fn policy() -> RedactionPolicy {
     .unwrap()
 }
 
+/// A secret for the sandbox comparison.
+const SANDBOX_SECRET: &str = "s3cr3t-v4lue";
+
+/// The bundled plugin's redaction stage, in wasm, configured as [`policy`] is (built
+/// once for every case).
+fn sandboxed_redaction() -> &'static StageInstance {
+    static STAGE: std::sync::OnceLock<(
+        std::sync::Arc<PluginRuntime>,
+        std::sync::Arc<StageInstance>,
+    )> = std::sync::OnceLock::new();
+    let (_, stage) = STAGE.get_or_init(|| {
+        let runtime = PluginRuntime::new(Default::default(), None).unwrap();
+        let standard = runtime
+            .load(&airlock_host::config::PluginRef::Builtin("standard".into()))
+            .unwrap();
+        let stage = runtime
+            .bind(
+                standard,
+                Stage::Redaction,
+                "props",
+                &json!({"patterns": ["acme_[a-z0-9]{8}"]}),
+            )
+            .unwrap();
+        (runtime, stage)
+    });
+    stage
+}
+
+/// Text dense with what the patterns start with: bytes of their prefixes, whole tokens,
+/// the secret, a configured pattern's match, near misses and unicode, in any order, so
+/// matches fall on every lane of a 16-byte block and across block edges.
+fn prefix_dense_text() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        "[ghpsk_AKIxoeyJ3r-]{0,40}",
+        Just(format!("ghp_{}", "a".repeat(36))),
+        Just(format!("github_pat_{}", "b".repeat(22))),
+        Just("AKIAABCDEFGHIJKLMNOP ".to_string()),
+        Just("sk-ant-abcdefghijklmnopqrstuv".to_string()),
+        Just("sk-proj-abcdefghijklmnopqrstuv".to_string()),
+        Just("eyJabcdefghij.eyJabcdefghij.abcdefghij".to_string()),
+        Just("xoxb-0123456789".to_string()),
+        Just("acme_1234abcd".to_string()),
+        Just(SANDBOX_SECRET.to_string()),
+        Just("s3cr3t-v4lu".to_string()),
+        ".{0,20}",
+    ];
+    prop::collection::vec(piece, 0..24).prop_map(|parts| parts.concat())
+}
+
 proptest! {
     #![proptest_config(config())]
+
+    #[test]
+    fn sandboxed_redaction_matches_the_native_policy(text in prefix_dense_text()) {
+        let stage = sandboxed_redaction();
+        let secrets = vec![airlock_host::plugin::Secret {
+            name: "TOKEN".into(),
+            value: SANDBOX_SECRET.into(),
+        }];
+        let scrub: KnownSecrets = [("TOKEN".to_string(), SANDBOX_SECRET.to_string())]
+            .into_iter()
+            .collect();
+        let result = host_convert::result_from_mcp(&json!({"content": [{"type": "text", "text": text}]}));
+        let wasm = airlock_host::plugin::redact_now(stage, result, &secrets, &scrub).unwrap();
+        let native = policy()
+            .redact(
+                ToolResult {
+                    content: vec![ContentBlock::Text(TextBlock { text: text.clone(), annotations: None, meta: None })],
+                    structured_content: None,
+                    is_error: false,
+                    meta: None,
+                },
+                &[Secret { name: "TOKEN".into(), value: SANDBOX_SECRET.into() }],
+            )
+            .unwrap();
+        let wasm_json = host_convert::result_to_mcp(&wasm.result);
+        let ContentBlock::Text(native_text) = &native.result.content[0] else { unreachable!() };
+        prop_assert_eq!(wasm_json["content"][0]["text"].as_str().unwrap(), native_text.text.as_str());
+        let wasm_marks: Vec<_> = wasm.marks.iter().map(|m| (&m.location, &m.rule, m.count)).collect();
+        let native_marks: Vec<_> = native.marks.iter().map(|m| (&m.location, &m.rule, m.count)).collect();
+        prop_assert_eq!(wasm_marks, native_marks);
+    }
 
     #[test]
     fn no_secret_survives_redaction_anywhere(

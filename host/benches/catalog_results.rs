@@ -59,10 +59,8 @@ fn bench(c: &mut Criterion) {
     group.finish();
 
     let tmp = tempfile::tempdir().unwrap();
-    let data =
-        cap_std::fs::Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
     let store = ResultStore::open(
-        &data,
+        tmp.path(),
         ResultLimits {
             max_retained: 64 << 20,
             preview: DEFAULT_PREVIEW,

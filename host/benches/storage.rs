@@ -50,8 +50,6 @@ fn storage(c: &mut Criterion) {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let data =
-        cap_std::fs::Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
     let limits = ResultLimits::default();
     let tag = format!("bench{}", std::process::id());
     let s3 = ResultsLocation::S3(S3Location {
@@ -62,9 +60,15 @@ fn storage(c: &mut Criterion) {
         access_key_id: Some("airlock-test".into()),
         secret_access_key: None,
     });
-    let remote =
-        ResultStore::open_at(&data, &s3, Some("airlock-test-secret".into()), limits, None).unwrap();
-    let local = ResultStore::open(&data, limits).unwrap();
+    let remote = ResultStore::open_at(
+        tmp.path(),
+        &s3,
+        Some("airlock-test-secret".into()),
+        limits,
+        None,
+    )
+    .unwrap();
+    let local = ResultStore::open(tmp.path(), limits).unwrap();
     let text = text();
     let mut group = c.benchmark_group("retain_and_page_256KiB");
     group.sample_size(30);

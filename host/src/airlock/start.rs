@@ -57,7 +57,6 @@ pub enum StartError {
 /// with the log scrubber first.
 pub(crate) async fn open_storage(
     data_dir: &std::path::Path,
-    data: &Dir,
     storage: &crate::config::Storage,
     secret_store: &SecretStore,
     limits: crate::results::ResultLimits,
@@ -78,7 +77,7 @@ pub(crate) async fn open_storage(
         crate::config::ResultsLocation::Local => None,
     };
     let results = ResultStore::open_at(
-        data,
+        data_dir,
         &storage.results,
         secret_key,
         limits,
@@ -179,7 +178,6 @@ impl Airlock {
         let secret_store = SecretStore::open(&options.data_dir)?;
         let (registry, results) = open_storage(
             &options.data_dir,
-            &data,
             &config.storage,
             &secret_store,
             options.result_limits,

@@ -62,8 +62,6 @@ pub(super) fn open_results(cli: &Cli) -> Result<crate::results::ResultStore, Str
     let options = options(cli)?;
     std::fs::create_dir_all(&options.data_dir)
         .map_err(|e| format!("data directory \"{}\": {e}", options.data_dir.display()))?;
-    let data = cap_std::fs::Dir::open_ambient_dir(&options.data_dir, cap_std::ambient_authority())
-        .map_err(|e| format!("data directory \"{}\": {e}", options.data_dir.display()))?;
     let storage = storage(cli)?;
     let secret_key = match &storage.results {
         crate::config::ResultsLocation::S3(s3) => {
@@ -78,7 +76,7 @@ pub(super) fn open_results(cli: &Cli) -> Result<crate::results::ResultStore, Str
         crate::config::ResultsLocation::Local => None,
     };
     crate::results::ResultStore::open_at(
-        &data,
+        &options.data_dir,
         &storage.results,
         secret_key,
         options.result_limits,

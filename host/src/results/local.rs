@@ -1,7 +1,10 @@
-//! The default results backend: the `outputs/` folder of the data directory, one folder
-//! per service, reached only through a `cap_std` directory handle. A batch of texts is
-//! written to temporary files, made durable with one `syncfs` (Linux; one `fsync` per
-//! file elsewhere), renamed into place, and then each record is written.
+//! The default results backend: the `outputs/` folder of the data directory. Outputs up
+//! to [`SMALL_MAX`] bytes are rows of its database ([`super::small`]); larger ones are
+//! files, one folder per service, reached only through a `cap_std` directory handle: a
+//! batch of texts is written to temporary files, made durable with one `syncfs` (Linux;
+//! one `fsync` per file elsewhere), renamed into place, and then each record is written.
+//! Reads look in the database first, then for files (where every output was kept before
+//! the database, and still is when it is opened without one).
 
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -10,16 +13,18 @@ use std::ops::Range;
 use cap_std::fs::Dir;
 
 use super::backend::{Backend, Item};
+use super::small::{SMALL_MAX, SmallStore};
 
 /// The `outputs/` folder.
 pub(crate) struct LocalBackend {
     dir: Dir,
+    small: Option<SmallStore>,
 }
 
 impl LocalBackend {
-    /// Keeps outputs in `dir`.
-    pub fn new(dir: Dir) -> LocalBackend {
-        LocalBackend { dir }
+    /// Keeps outputs in `dir`, the small ones in `small` when given.
+    pub fn new(dir: Dir, small: Option<SmallStore>) -> LocalBackend {
+        LocalBackend { dir, small }
     }
 
     fn open(
@@ -32,20 +37,64 @@ impl LocalBackend {
             .open_dir(dir_name)
             .and_then(|dir| dir.open(format!("{id}.{extension}")))
     }
+
+    /// One column of an output kept in the database, if it is there.
+    fn small_column(
+        &self,
+        dir_name: &str,
+        id: &str,
+        column: fn(&SmallStore, &str, &str) -> std::io::Result<Option<Vec<u8>>>,
+    ) -> std::io::Result<Option<Vec<u8>>> {
+        match &self.small {
+            Some(small) => column(small, dir_name, id),
+            None => Ok(None),
+        }
+    }
 }
 
 impl Backend for LocalBackend {
     fn put_batch(&self, items: &[Item<'_>]) -> Vec<std::io::Result<()>> {
-        write_batch(&self.dir, items)
+        let Some(small) = &self.small else {
+            return write_batch(&self.dir, &items.iter().collect::<Vec<_>>());
+        };
+        let (rows, files): (Vec<&Item<'_>>, Vec<&Item<'_>>) =
+            items.iter().partition(|item| item.text.len() <= SMALL_MAX);
+        let mut in_files = write_batch(&self.dir, &files).into_iter();
+        let in_rows = if rows.is_empty() {
+            Ok(())
+        } else {
+            small.put(&rows)
+        };
+        items
+            .iter()
+            .map(|item| {
+                if item.text.len() <= SMALL_MAX {
+                    in_rows
+                        .as_ref()
+                        .map(|()| ())
+                        .map_err(|e| std::io::Error::new(e.kind(), e.to_string()))
+                } else {
+                    in_files.next().expect("one outcome per file")
+                }
+            })
+            .collect()
     }
 
     fn record(&self, dir_name: &str, id: &str) -> std::io::Result<Vec<u8>> {
+        if let Some(record) = self.small_column(dir_name, id, SmallStore::record)? {
+            return Ok(record);
+        }
         let mut bytes = Vec::new();
         self.open(dir_name, id, "json")?.read_to_end(&mut bytes)?;
         Ok(bytes)
     }
 
     fn text_range(&self, dir_name: &str, id: &str, range: Range<u64>) -> std::io::Result<Vec<u8>> {
+        if let Some(text) = self.small_column(dir_name, id, SmallStore::text)? {
+            let len = text.len() as u64;
+            let (start, end) = (range.start.min(len), range.end.min(len));
+            return Ok(text[start as usize..end.max(start) as usize].to_vec());
+        }
         let mut file = self.open(dir_name, id, "txt")?;
         let mut bytes = Vec::new();
         file.seek(SeekFrom::Start(range.start))?;
@@ -55,6 +104,9 @@ impl Backend for LocalBackend {
     }
 
     fn text(&self, dir_name: &str, id: &str) -> std::io::Result<Vec<u8>> {
+        if let Some(text) = self.small_column(dir_name, id, SmallStore::text)? {
+            return Ok(text);
+        }
         let mut bytes = Vec::new();
         self.open(dir_name, id, "txt")?.read_to_end(&mut bytes)?;
         Ok(bytes)
@@ -72,7 +124,7 @@ impl Backend for LocalBackend {
 /// Writes a batch durably: every text to a temporary file, one sync for them all, then
 /// each renamed into place and its record written (a record always names a text that
 /// is on disk). One outcome per job.
-fn write_batch(outputs: &Dir, jobs: &[Item<'_>]) -> Vec<std::io::Result<()>> {
+fn write_batch(outputs: &Dir, jobs: &[&Item<'_>]) -> Vec<std::io::Result<()>> {
     // Each service's folder is made and opened once per batch, not once per result.
     let mut dirs: HashMap<&str, std::io::Result<Dir>> = HashMap::new();
     for job in jobs {
@@ -160,5 +212,39 @@ mod tests {
         let mut file = dir.create("a.tmp").unwrap();
         file.write_all(b"text").unwrap();
         assert!(sync_filesystem(&file), "syncfs failed on a written file");
+    }
+
+    /// Outputs kept as files before the small-outputs database existed are still read,
+    /// and a large output is a file beside the database's rows.
+    #[test]
+    fn files_from_before_the_database_are_still_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
+        let item = |id: &'static str, text: &'static [u8]| Item {
+            dir_name: "svc",
+            id,
+            text,
+            record: format!("{{\"id\":\"{id}\"}}").into_bytes(),
+        };
+        let before = LocalBackend::new(dir.try_clone().unwrap(), None);
+        assert!(
+            before
+                .put_batch(&[item("old", b"kept as files")])
+                .remove(0)
+                .is_ok()
+        );
+        let small = SmallStore::open(&tmp.path().join("small.sqlite3")).unwrap();
+        let now = LocalBackend::new(dir.try_clone().unwrap(), Some(small));
+        let large: &'static [u8] = Vec::leak(vec![b'x'; SMALL_MAX + 1]);
+        let outcomes = now.put_batch(&[item("new", b"a row"), item("big", large)]);
+        assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+        assert_eq!(now.text("svc", "old").unwrap(), b"kept as files");
+        assert_eq!(now.text_range("svc", "old", 5..8).unwrap(), b"as ");
+        assert_eq!(now.text_range("svc", "new", 2..99).unwrap(), b"row");
+        assert_eq!(now.record("svc", "new").unwrap(), b"{\"id\":\"new\"}");
+        assert_eq!(now.text("svc", "big").unwrap().len(), SMALL_MAX + 1);
+        assert!(dir.exists("svc/big.txt") && !dir.exists("svc/new.txt"));
+        let missing = now.record("svc", "gone").unwrap_err();
+        assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
     }
 }

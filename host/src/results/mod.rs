@@ -16,8 +16,10 @@ mod export;
 mod local;
 mod read;
 mod s3;
+mod small;
 mod writer;
 
+use std::path::Path;
 use std::sync::Arc;
 
 pub use backend::BLOCK;
@@ -169,26 +171,33 @@ fn valid_output_id(id: &str) -> bool {
 }
 
 impl ResultStore {
-    /// Opens (creating) `outputs/` inside the data directory.
-    pub fn open(data_dir: &Dir, limits: ResultLimits) -> std::io::Result<Self> {
+    /// Opens (creating) `outputs/` inside the data directory `data_dir`: small outputs in
+    /// its database (`small.sqlite3`), larger ones as files.
+    pub fn open(data_dir: &Path, limits: ResultLimits) -> std::io::Result<Self> {
         Self::open_indexed(data_dir, limits, None)
     }
 
     /// [`ResultStore::open`], reporting every result that reaches the disk to `index`.
     pub fn open_indexed(
-        data_dir: &Dir,
+        data_dir: &Path,
         limits: ResultLimits,
         index: Option<Arc<dyn ResultIndex>>,
     ) -> std::io::Result<Self> {
-        data_dir.create_dir_all(OUTPUTS_DIR)?;
-        let dir = data_dir.open_dir(OUTPUTS_DIR)?;
-        Self::with_backend(Arc::new(local::LocalBackend::new(dir)), limits, index)
+        let outputs = data_dir.join(OUTPUTS_DIR);
+        std::fs::create_dir_all(&outputs)?;
+        let dir = Dir::open_ambient_dir(&outputs, cap_std::ambient_authority())?;
+        let small = small::SmallStore::open(&outputs.join(small::SMALL_DB))?;
+        Self::with_backend(
+            Arc::new(local::LocalBackend::new(dir, Some(small))),
+            limits,
+            index,
+        )
     }
 
     /// Opens the store `location` names: the data directory's `outputs/` folder, or an
     /// S3 bucket (`secret_access_key` is the resolved value of its secret key).
     pub fn open_at(
-        data_dir: &Dir,
+        data_dir: &Path,
         location: &crate::config::ResultsLocation,
         secret_access_key: Option<String>,
         limits: ResultLimits,
@@ -324,9 +333,8 @@ mod tests {
     #[test]
     fn pages_reassemble_exactly_on_char_boundaries() {
         let tmp = tempfile::tempdir().unwrap();
-        let data = Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
         let store = ResultStore::open(
-            &data,
+            tmp.path(),
             ResultLimits {
                 max_retained: 1 << 20,
                 preview: 10,
@@ -362,9 +370,8 @@ mod tests {
     #[test]
     fn oversize_results_are_not_kept() {
         let tmp = tempfile::tempdir().unwrap();
-        let data = Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
         let store = ResultStore::open(
-            &data,
+            tmp.path(),
             ResultLimits {
                 max_retained: 8,
                 preview: 4,

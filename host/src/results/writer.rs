@@ -282,8 +282,9 @@ mod tests {
         assert_eq!(whole / budget_units(16), 32_768);
     }
 
-    /// Every result of a stream, over two services, is on disk and indexed after a
-    /// flush, each text and record in place in its service's folder.
+    /// Every result of a stream, over two services, is durable and indexed after a
+    /// flush: as rows of the small-outputs database, or (without one) as text and record
+    /// files in each service's folder.
     #[test]
     fn a_stream_of_results_lands_whole() {
         const SERVICES: [&str; 2] = ["svc", "other"];
@@ -293,43 +294,59 @@ mod tests {
                 *self.0.lock().unwrap() += batch.len();
             }
         }
-        let tmp = tempfile::tempdir().unwrap();
-        let dir =
-            cap_std::fs::Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
-        let index = Arc::new(Count(Mutex::new(0)));
-        let backend = Arc::new(super::super::local::LocalBackend::new(
-            dir.try_clone().unwrap(),
-        ));
-        let writer = Writer::start(backend, Some(index.clone())).unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            for i in 0..300 {
+        for with_database in [true, false] {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = cap_std::fs::Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority())
+                .unwrap();
+            let small = with_database.then(|| {
+                super::super::small::SmallStore::open(&tmp.path().join("small.sqlite3")).unwrap()
+            });
+            let index = Arc::new(Count(Mutex::new(0)));
+            let backend = Arc::new(super::super::local::LocalBackend::new(
+                dir.try_clone().unwrap(),
+                small,
+            ));
+            let writer = Writer::start(backend.clone(), Some(index.clone())).unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                for i in 0..300 {
+                    let service = SERVICES[i % 2];
+                    let text = format!("text {i:03}");
+                    let (mut record, _) = super::super::describe(None, &text, false, 64);
+                    record.output_id = Some(format!("id{i}"));
+                    writer
+                        .submit(
+                            service.into(),
+                            service,
+                            format!("id{i}"),
+                            record,
+                            Arc::new(text),
+                            false,
+                        )
+                        .await;
+                }
+                writer.flush().await;
+            });
+            assert_eq!(*index.0.lock().unwrap(), 300);
+            for i in [0, 150, 299] {
                 let service = SERVICES[i % 2];
-                let text = format!("text {i:03}");
-                let (mut record, _) = super::super::describe(None, &text, false, 64);
-                record.output_id = Some(format!("id{i}"));
-                writer
-                    .submit(
-                        service.into(),
-                        service,
-                        format!("id{i}"),
-                        record,
-                        Arc::new(text),
-                        false,
-                    )
-                    .await;
+                let text = backend.text(service, &format!("id{i}")).unwrap();
+                assert_eq!(text, format!("text {i:03}").as_bytes());
+                let record = backend.record(service, &format!("id{i}")).unwrap();
+                assert!(
+                    String::from_utf8(record)
+                        .unwrap()
+                        .contains(&format!("id{i}"))
+                );
+                assert_eq!(
+                    dir.exists(format!("{service}/id{i}.txt")),
+                    !with_database,
+                    "small outputs are rows when there is a database, files otherwise"
+                );
             }
-            writer.flush().await;
-        });
-        assert_eq!(*index.0.lock().unwrap(), 300);
-        for i in [0, 150, 299] {
-            let service = SERVICES[i % 2];
-            let text = dir.read_to_string(format!("{service}/id{i}.txt")).unwrap();
-            assert_eq!(text, format!("text {i:03}"));
-            assert!(dir.exists(format!("{service}/id{i}.json")));
+            assert!(writer.shared.pending.lock().unwrap().is_empty());
         }
-        assert!(writer.shared.pending.lock().unwrap().is_empty());
     }
 }

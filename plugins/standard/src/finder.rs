@@ -213,8 +213,7 @@ impl Prefilter {
         let mut buckets = 0xFF;
         for k in 0..self.width {
             let byte = hay[at + k];
-            buckets &=
-                self.low[k][usize::from(byte & 0x0F)] & self.high[k][usize::from(byte >> 4)];
+            buckets &= self.low[k][usize::from(byte & 0x0F)] & self.high[k][usize::from(byte >> 4)];
         }
         buckets != 0
     }
@@ -345,6 +344,10 @@ mod tests {
             let finder = Finder::with_prefilter(&sources(&patterns)).unwrap();
             assert!(!finder.prefiltered(), "{patterns:?}");
         }
-        assert!(Finder::with_prefilter(&sources(&["ab", "x"])).unwrap().prefiltered());
+        assert!(
+            Finder::with_prefilter(&sources(&["ab", "x"]))
+                .unwrap()
+                .prefiltered()
+        );
     }
 }

@@ -196,7 +196,9 @@ fn sandboxed_redaction() -> &'static StageInstance {
 }
 
 /// Text dense with what the patterns start with: bytes of their prefixes, whole tokens,
-/// the secret, a configured pattern's match, near misses and unicode, in any order, so
+/// the secret, a configured pattern's match, private-key headers with and without an
+/// END, dash runs, near misses and unicode (a word character before a token), in any
+/// order, so
 /// matches fall on every lane of a 16-byte block and across block edges.
 fn prefix_dense_text() -> impl Strategy<Value = String> {
     let piece = prop_oneof![
@@ -211,6 +213,10 @@ fn prefix_dense_text() -> impl Strategy<Value = String> {
         Just("acme_1234abcd".to_string()),
         Just(SANDBOX_SECRET.to_string()),
         Just("s3cr3t-v4lu".to_string()),
+        Just("-----BEGIN RSA PRIVATE KEY-----\n".to_string()),
+        Just("\n-----END RSA PRIVATE KEY-----".to_string()),
+        Just("|---|-----|".to_string()),
+        Just("é".to_string()),
         ".{0,20}",
     ];
     prop::collection::vec(piece, 0..24).prop_map(|parts| parts.concat())

@@ -1,6 +1,7 @@
 //! The storage runtime: one small tokio runtime, started on first use, on which the
 //! remote storage backends (PostgreSQL for the registry, S3 for retained results) do
-//! their network I/O, and [`wait`], which runs one such job for synchronous code.
+//! their network I/O, and [`wait`], which runs one such job for synchronous code; and
+//! [`open_sqlite`], how the local SQLite databases (the registry, small outputs) open.
 //!
 //! The registry and the results store keep synchronous interfaces (SQLite and the local
 //! folder are synchronous, and their callers already run where blocking is allowed).
@@ -87,4 +88,14 @@ mod tests {
             .unwrap();
         assert_eq!(current.block_on(async { wait(async { 7 }) }), 7);
     }
+}
+
+/// Opens (creating) the SQLite database at `path` as every local database is used:
+/// write-ahead log (readers never wait for the writer, other processes included), and
+/// a writer waits up to five seconds for another's lock before failing.
+pub fn open_sqlite(path: &std::path::Path) -> rusqlite::Result<rusqlite::Connection> {
+    let db = rusqlite::Connection::open(path)?;
+    db.busy_timeout(std::time::Duration::from_secs(5))?;
+    db.pragma_update(None, "journal_mode", "WAL")?;
+    Ok(db)
 }

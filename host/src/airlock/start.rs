@@ -76,13 +76,16 @@ pub(crate) async fn open_storage(
         .map_err(StartError::Results)?,
         crate::config::ResultsLocation::Local => None,
     };
-    let results = ResultStore::open_at(
-        data_dir,
-        &storage.results,
-        secret_key,
-        limits,
-        Some(Arc::new(RegistryIndex(registry.clone()))),
-    )
+    let (dir, location, index) = (
+        data_dir.to_path_buf(),
+        storage.results.clone(),
+        Arc::new(RegistryIndex(registry.clone())),
+    );
+    let results = tokio::task::spawn_blocking(move || {
+        ResultStore::open_at(&dir, &location, secret_key, limits, Some(index))
+    })
+    .await
+    .map_err(|e| StartError::Results(format!("opening the results store panicked: {e}")))?
     .map_err(|e| StartError::Results(e.to_string()))?;
     Ok((registry, results))
 }

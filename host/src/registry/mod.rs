@@ -170,9 +170,7 @@ pub struct Registry {
 impl Registry {
     /// Opens (creating and migrating as needed) the SQLite database in `data_dir`.
     pub fn open(data_dir: &Path) -> Result<Self, RegistryError> {
-        let mut db = Connection::open(data_dir.join(DB_FILE))?;
-        db.busy_timeout(std::time::Duration::from_secs(5))?;
-        db.pragma_update(None, "journal_mode", "WAL")?;
+        let mut db = crate::storage::open_sqlite(&data_dir.join(DB_FILE))?;
         migrate_sqlite(&mut db)?;
         Ok(Registry {
             db: Db::Sqlite(Mutex::new(db)),

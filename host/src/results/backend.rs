@@ -4,7 +4,8 @@
 //! by several hosts).
 //!
 //! Every output is two objects under `<service folder>/`: `<id>.txt`, the text, and
-//! `<id>.json`, its [`StoredRecord`]. The record is written after the text is durable,
+//! `<id>.json`, its [`StoredRecord`] (the local backend keeps outputs up to 64 KiB as one
+//! database row holding both instead). The record is written after the text is durable,
 //! so a record always names a text that was kept. The record holds a SHA-256 per
 //! [`BLOCK`] bytes of the text: a page is read as the whole blocks it touches, and each
 //! is checked before a byte of it is served.

@@ -38,18 +38,32 @@ impl LocalBackend {
             .and_then(|dir| dir.open(format!("{id}.{extension}")))
     }
 
-    /// One column of an output kept in the database, if it is there.
-    fn small_column(
+    /// One column of an output: from its database row (through `row`), or else from its
+    /// files. A database error does not hide outputs kept as files; when there is no
+    /// file either, the database's error is reported, not a bare "not found".
+    fn row_or_file(
         &self,
         dir_name: &str,
         id: &str,
         column: fn(&SmallStore, &str, &str) -> std::io::Result<Option<Vec<u8>>>,
-    ) -> std::io::Result<Option<Vec<u8>>> {
-        match &self.small {
-            Some(small) => column(small, dir_name, id),
-            None => Ok(None),
+        row: impl FnOnce(Vec<u8>) -> Vec<u8>,
+        file: impl FnOnce() -> std::io::Result<Vec<u8>>,
+    ) -> std::io::Result<Vec<u8>> {
+        let database_error = match self.small.as_ref().map(|small| column(small, dir_name, id)) {
+            Some(Ok(Some(bytes))) => return Ok(row(bytes)),
+            Some(Err(e)) => Some(e),
+            Some(Ok(None)) | None => None,
+        };
+        match (file(), database_error) {
+            (Err(e), Some(database)) if e.kind() == std::io::ErrorKind::NotFound => Err(database),
+            (outcome, _) => outcome,
         }
     }
+}
+
+/// A copy of `e` (same kind and message), for outcomes shared by several items.
+fn copy_error(e: &std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), e.to_string())
 }
 
 impl Backend for LocalBackend {
@@ -69,10 +83,7 @@ impl Backend for LocalBackend {
             .iter()
             .map(|item| {
                 if item.text.len() <= SMALL_MAX {
-                    in_rows
-                        .as_ref()
-                        .map(|()| ())
-                        .map_err(|e| std::io::Error::new(e.kind(), e.to_string()))
+                    in_rows.as_ref().map(|()| ()).map_err(copy_error)
                 } else {
                     in_files.next().expect("one outcome per file")
                 }
@@ -81,35 +92,47 @@ impl Backend for LocalBackend {
     }
 
     fn record(&self, dir_name: &str, id: &str) -> std::io::Result<Vec<u8>> {
-        if let Some(record) = self.small_column(dir_name, id, SmallStore::record)? {
-            return Ok(record);
-        }
-        let mut bytes = Vec::new();
-        self.open(dir_name, id, "json")?.read_to_end(&mut bytes)?;
-        Ok(bytes)
+        self.row_or_file(
+            dir_name,
+            id,
+            SmallStore::record,
+            std::convert::identity,
+            || {
+                let mut bytes = Vec::new();
+                self.open(dir_name, id, "json")?.read_to_end(&mut bytes)?;
+                Ok(bytes)
+            },
+        )
     }
 
     fn text_range(&self, dir_name: &str, id: &str, range: Range<u64>) -> std::io::Result<Vec<u8>> {
-        if let Some(text) = self.small_column(dir_name, id, SmallStore::text)? {
+        let cut = |text: Vec<u8>| {
             let len = text.len() as u64;
             let (start, end) = (range.start.min(len), range.end.min(len));
-            return Ok(text[start as usize..end.max(start) as usize].to_vec());
-        }
-        let mut file = self.open(dir_name, id, "txt")?;
-        let mut bytes = Vec::new();
-        file.seek(SeekFrom::Start(range.start))?;
-        file.take(range.end.saturating_sub(range.start))
-            .read_to_end(&mut bytes)?;
-        Ok(bytes)
+            text[start as usize..end.max(start) as usize].to_vec()
+        };
+        self.row_or_file(dir_name, id, SmallStore::text, cut, || {
+            let mut file = self.open(dir_name, id, "txt")?;
+            let mut bytes = Vec::new();
+            file.seek(SeekFrom::Start(range.start))?;
+            file.take(range.end.saturating_sub(range.start))
+                .read_to_end(&mut bytes)?;
+            Ok(bytes)
+        })
     }
 
     fn text(&self, dir_name: &str, id: &str) -> std::io::Result<Vec<u8>> {
-        if let Some(text) = self.small_column(dir_name, id, SmallStore::text)? {
-            return Ok(text);
-        }
-        let mut bytes = Vec::new();
-        self.open(dir_name, id, "txt")?.read_to_end(&mut bytes)?;
-        Ok(bytes)
+        self.row_or_file(
+            dir_name,
+            id,
+            SmallStore::text,
+            std::convert::identity,
+            || {
+                let mut bytes = Vec::new();
+                self.open(dir_name, id, "txt")?.read_to_end(&mut bytes)?;
+                Ok(bytes)
+            },
+        )
     }
 
     fn describe(&self) -> String {
@@ -134,9 +157,7 @@ fn write_batch(outputs: &Dir, jobs: &[&Item<'_>]) -> Vec<std::io::Result<()>> {
     let staged: Vec<std::io::Result<(&Dir, cap_std::fs::File)>> = jobs
         .iter()
         .map(|job| {
-            let dir = dirs[job.dir_name]
-                .as_ref()
-                .map_err(|e| std::io::Error::new(e.kind(), e.to_string()))?;
+            let dir = dirs[job.dir_name].as_ref().map_err(copy_error)?;
             let mut file = dir.create(format!("{}.tmp", job.id))?;
             file.write_all(job.text)?;
             Ok((dir, file))

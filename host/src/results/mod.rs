@@ -3,7 +3,8 @@
 //! redacted; callers see a preview and page through the rest.
 //!
 //! Where they are kept is a [`backend`]: the data directory's `outputs/` folder (the
-//! default, reached only through a `cap_std` directory handle) or an S3 bucket
+//! default: outputs up to 64 KiB as rows of its SQLite database, larger ones as files
+//! reached only through a `cap_std` directory handle) or an S3 bucket
 //! (`[results] store = "s3://…"`). An `output_id` must be one Airlock made, so no
 //! caller-supplied text names a path or a key. Writes are durable and happen off the
 //! caller's path, on the retention writer's thread; until a text is kept it is read
@@ -183,10 +184,11 @@ impl ResultStore {
         limits: ResultLimits,
         index: Option<Arc<dyn ResultIndex>>,
     ) -> std::io::Result<Self> {
-        let outputs = data_dir.join(OUTPUTS_DIR);
-        std::fs::create_dir_all(&outputs)?;
-        let dir = Dir::open_ambient_dir(&outputs, cap_std::ambient_authority())?;
-        let small = small::SmallStore::open(&outputs.join(small::SMALL_DB))?;
+        let data = Dir::open_ambient_dir(data_dir, cap_std::ambient_authority())?;
+        data.create_dir_all(OUTPUTS_DIR)?;
+        // Opened through the data directory's handle: `outputs` may not lead out of it.
+        let dir = data.open_dir(OUTPUTS_DIR)?;
+        let small = small::SmallStore::open(&data_dir.join(OUTPUTS_DIR).join(small::SMALL_DB))?;
         Self::with_backend(
             Arc::new(local::LocalBackend::new(dir, Some(small))),
             limits,

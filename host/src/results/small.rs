@@ -26,22 +26,27 @@ pub(crate) struct SmallStore {
 }
 
 fn io(e: rusqlite::Error) -> std::io::Error {
-    std::io::Error::other(format!("small outputs database: {e}"))
+    std::io::Error::other(format!("the small-outputs database: {e}"))
 }
 
-fn connect(path: &Path) -> rusqlite::Result<Connection> {
-    let db = Connection::open(path)?;
-    db.busy_timeout(std::time::Duration::from_secs(5))?;
-    db.pragma_update(None, "journal_mode", "WAL")?;
-    // Every commit syncs the log: a batch is durable when its transaction returns.
-    db.pragma_update(None, "synchronous", "FULL")?;
-    Ok(db)
+fn connect(path: &Path) -> std::io::Result<Connection> {
+    let opened = crate::storage::open_sqlite(path).and_then(|db| {
+        // Every commit syncs the log: a batch is durable when its transaction returns.
+        db.pragma_update(None, "synchronous", "FULL")?;
+        Ok(db)
+    });
+    opened.map_err(|e| {
+        std::io::Error::other(format!(
+            "cannot open the small-outputs database {}: {e}",
+            path.display()
+        ))
+    })
 }
 
 impl SmallStore {
     /// Opens (creating) the database at `path`.
     pub fn open(path: &Path) -> std::io::Result<SmallStore> {
-        let writer = connect(path).map_err(io)?;
+        let writer = connect(path)?;
         writer
             .execute_batch(
                 "CREATE TABLE IF NOT EXISTS outputs (
@@ -53,7 +58,7 @@ impl SmallStore {
                 )",
             )
             .map_err(io)?;
-        let reader = connect(path).map_err(io)?;
+        let reader = connect(path)?;
         Ok(SmallStore {
             writer: Mutex::new(writer),
             reader: Mutex::new(reader),

@@ -197,10 +197,10 @@ const BATCH_MAX: usize = 256;
 const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// The writer thread: drains the queue in batches of up to [`BATCH_MAX`], each started
-/// [`LINGER`] after its first write arrived. A batch is
-/// written, made durable with one `syncfs` (Linux; one `fsync` per file elsewhere),
-/// renamed into place, then reported to the index in one transaction — so sustained
-/// throughput is not one `fsync` per result.
+/// [`LINGER`] after its first write arrived. A batch is kept by the backend in one go
+/// (locally: small outputs in one database transaction, larger ones written, made
+/// durable with one `syncfs` and renamed into place), then reported to the index in one
+/// transaction — so sustained throughput is not one sync per result.
 fn run(
     backend: Arc<dyn Backend>,
     mut receiver: mpsc::UnboundedReceiver<Message>,

@@ -24,6 +24,8 @@ const MAX_FINGERPRINTS: usize = 64;
 const MAX_ONE_BYTE: usize = 4;
 /// Fingerprints are spread over this many buckets (one bit each in the tables).
 const BUCKETS: usize = 8;
+/// Failed anchored searches in a row after which one unanchored search takes over.
+const MISSES_BEFORE_SCAN: u32 = 4;
 /// Whether this build scans with the vector prefilter.
 const VECTOR_SCAN: bool = cfg!(all(target_arch = "wasm32", target_feature = "simd128"));
 
@@ -78,6 +80,7 @@ impl Finder {
                 prefilter,
                 text,
                 at: 0,
+                misses: 0,
             },
         }
     }
@@ -93,6 +96,8 @@ pub enum Matches<'f, 'h> {
         prefilter: &'f Prefilter,
         text: &'h str,
         at: usize,
+        /// Anchored searches that failed since the last match.
+        misses: u32,
     },
 }
 
@@ -107,19 +112,37 @@ impl Iterator for Matches<'_, '_> {
                 prefilter,
                 text,
                 at,
+                misses,
             } => loop {
                 // Every match starts with one of the prefixes, so the first start where
                 // an anchored search succeeds is the leftmost match, and its pattern is
                 // the one leftmost-first picks there. No match is empty (a pattern that
                 // can match empty has an empty prefix, and gets no prefilter).
                 let start = prefilter.next_start(text.as_bytes(), *at)?;
+                if *misses >= MISSES_BEFORE_SCAN {
+                    // A failed anchored search may have read to the end of the text (a
+                    // `BEGIN … PRIVATE KEY` header with no END): after a few in a row,
+                    // one unanchored search finds the next match or proves there is
+                    // none, in one pass, as the regex alone would.
+                    *misses = 0;
+                    let Some(m) = regex.search(&Input::new(*text).range(start..)) else {
+                        *at = text.len();
+                        return None;
+                    };
+                    *at = m.end();
+                    return Some(m);
+                }
                 let input = Input::new(*text).range(start..).anchored(Anchored::Yes);
                 match regex.search(&input) {
                     Some(m) => {
+                        *misses = 0;
                         *at = m.end();
                         return Some(m);
                     }
-                    None => *at = start + 1,
+                    None => {
+                        *misses += 1;
+                        *at = start + 1;
+                    }
                 }
             },
         }
@@ -262,7 +285,7 @@ impl Prefilter {
     }
 }
 
-/// The first (up to four) bytes of a prefix as one number, big-endian.
+/// The first (up to [`MAX_WIDTH`]) bytes of a prefix as one number, big-endian.
 fn key(bytes: &[u8]) -> u32 {
     bytes.iter().fold(0, |k, &b| (k << 8) | u32::from(b))
 }
@@ -318,6 +341,38 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Headers with no END make every anchored search at them read to the end of the
+    /// text; the matches are still the regex's own, and near misses (dash runs) too.
+    #[test]
+    fn private_key_headers_without_an_end_and_dash_runs() {
+        let patterns: Vec<String> = crate::redaction::BUILTIN_PATTERNS
+            .iter()
+            .map(|(_, re)| re.to_string())
+            .collect();
+        let filtered = Finder::with_prefilter(&patterns).unwrap();
+        let plain = Finder::build(&patterns, false).unwrap();
+        let token = format!("ghp_{}", "c".repeat(36));
+        let mut text = String::new();
+        for i in 0..50 {
+            text.push_str("-----BEGIN RSA PRIVATE KEY-----\n|---|-----|\n");
+            if i % 10 == 9 {
+                text.push_str(&token);
+                text.push('\n');
+            }
+        }
+        text.push_str("-----BEGIN EC PRIVATE KEY-----\nabc\n-----END EC PRIVATE KEY-----");
+        let expected = spans(&plain, &text);
+        assert_eq!(spans(&filtered, &text), expected);
+        assert_eq!(
+            expected.len(),
+            1,
+            "the first header runs to the only END: {expected:?}"
+        );
+        let without_end = text.replace("-----END", "-----FIN");
+        assert_eq!(spans(&filtered, &without_end), spans(&plain, &without_end));
+        assert_eq!(spans(&plain, &without_end).len(), 5);
     }
 
     #[test]

@@ -111,17 +111,23 @@ impl RedactionPolicy {
 
     /// The matcher for `secrets`, built when they differ from the last call's.
     fn matcher(&self, secrets: &[Secret]) -> Result<std::cell::Ref<'_, Matcher>, String> {
-        let wanted: Vec<(String, String)> = secrets
-            .iter()
-            .filter(|s| s.value.len() >= self.min_secret_len)
-            .map(|s| (s.name.clone(), s.value.clone()))
-            .collect();
-        let fresh = self
-            .matcher
-            .borrow()
-            .as_ref()
-            .is_some_and(|m| m.secrets == wanted);
+        let used = || {
+            secrets
+                .iter()
+                .filter(|s| s.value.len() >= self.min_secret_len)
+        };
+        // Compared in place: the same secrets arrive with every call, so nothing is
+        // copied unless they changed.
+        let fresh = self.matcher.borrow().as_ref().is_some_and(|m| {
+            m.secrets.len() == used().count()
+                && m.secrets
+                    .iter()
+                    .zip(used())
+                    .all(|((name, value), s)| *name == s.name && *value == s.value)
+        });
         if !fresh {
+            let wanted: Vec<(String, String)> =
+                used().map(|s| (s.name.clone(), s.value.clone())).collect();
             let mut ordered: Vec<&(String, String)> = wanted.iter().collect();
             // Longest first, so a secret that contains another wins where both match.
             ordered.sort_by_key(|s| std::cmp::Reverse(s.1.len()));
@@ -333,5 +339,49 @@ impl Redaction for Standard {
             Standard::Redaction(p) => p.redact(result, &secrets),
             _ => Err(self.wrong_stage("redaction")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use airlock_guest::TextBlock;
+
+    fn text_of(redacted: &Redacted) -> &str {
+        match &redacted.result.content[0] {
+            ContentBlock::Text(t) => &t.text,
+            _ => unreachable!("one text block"),
+        }
+    }
+
+    /// The matcher is kept while the secrets stay the same, and rebuilt when they change.
+    #[test]
+    fn a_changed_secret_set_rebuilds_the_matcher() {
+        let policy = RedactionPolicy::from_config(&Config::default()).unwrap();
+        let result = || ToolResult {
+            content: vec![ContentBlock::Text(TextBlock {
+                text: "alpha-secret and beta-secret".into(),
+                annotations: None,
+                meta: None,
+            })],
+            structured_content: None,
+            is_error: false,
+            meta: None,
+        };
+        let secret = |name: &str, value: &str| Secret {
+            name: name.into(),
+            value: value.into(),
+        };
+        let alpha = [secret("A", "alpha-secret")];
+        let first = policy.redact(result(), &alpha).unwrap();
+        assert_eq!(text_of(&first), "[REDACTED:secret:A] and beta-secret");
+        let again = policy.redact(result(), &alpha).unwrap();
+        assert_eq!(text_of(&again), text_of(&first));
+        let beta = [secret("B", "beta-secret")];
+        let second = policy.redact(result(), &beta).unwrap();
+        assert_eq!(text_of(&second), "alpha-secret and [REDACTED:secret:B]");
+        let renamed = [secret("C", "beta-secret")];
+        let third = policy.redact(result(), &renamed).unwrap();
+        assert_eq!(text_of(&third), "alpha-secret and [REDACTED:secret:C]");
     }
 }

@@ -38,6 +38,14 @@ impl LocalBackend {
             .and_then(|dir| dir.open(format!("{id}.{extension}")))
     }
 
+    /// The whole of one of an output's files.
+    fn read_whole(&self, dir_name: &str, id: &str, extension: &str) -> std::io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        self.open(dir_name, id, extension)?
+            .read_to_end(&mut bytes)?;
+        Ok(bytes)
+    }
+
     /// One column of an output: from its database row (through `row`), or else from its
     /// files. A database error does not hide outputs kept as files; when there is no
     /// file either, the database's error is reported, not a bare "not found".
@@ -97,11 +105,7 @@ impl Backend for LocalBackend {
             id,
             SmallStore::record,
             std::convert::identity,
-            || {
-                let mut bytes = Vec::new();
-                self.open(dir_name, id, "json")?.read_to_end(&mut bytes)?;
-                Ok(bytes)
-            },
+            || self.read_whole(dir_name, id, "json"),
         )
     }
 
@@ -127,11 +131,7 @@ impl Backend for LocalBackend {
             id,
             SmallStore::text,
             std::convert::identity,
-            || {
-                let mut bytes = Vec::new();
-                self.open(dir_name, id, "txt")?.read_to_end(&mut bytes)?;
-                Ok(bytes)
-            },
+            || self.read_whole(dir_name, id, "txt"),
         )
     }
 

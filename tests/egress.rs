@@ -134,7 +134,9 @@ fn nothing_leaks_through_the_cli_the_log_or_the_data_directory() {
     );
 
     for file in support::files_under(&ws.data()) {
-        let bytes = std::fs::read(&file).unwrap();
+        let Some(bytes) = support::file_bytes(&file) else {
+            continue;
+        };
         clean(
             &format!("{}", file.display()),
             &String::from_utf8_lossy(&bytes),
@@ -180,9 +182,12 @@ fn a_tested_catalog_is_stored_redacted() {
         if file.to_string_lossy().contains("/secrets/") {
             continue; // the 0600 secret store itself
         }
+        let Some(bytes) = support::file_bytes(&file) else {
+            continue;
+        };
         no_token(
             &format!("{}", file.display()),
-            &String::from_utf8_lossy(&std::fs::read(&file).unwrap()),
+            &String::from_utf8_lossy(&bytes),
         );
     }
 }

@@ -38,7 +38,9 @@ fn call_redacts_the_echoed_secret_and_marks_it() {
     );
     // The stored bytes contain no secret either.
     for file in support::files_under(&ws.data()) {
-        let bytes = std::fs::read(&file).unwrap();
+        let Some(bytes) = support::file_bytes(&file) else {
+            continue;
+        };
         assert!(
             !String::from_utf8_lossy(&bytes).contains(TOKEN),
             "secret in {}",
@@ -107,7 +109,9 @@ async fn a_secret_echoed_by_the_server_is_redacted_marked_and_never_stored() {
     airlock.close().await;
 
     for file in support::files_under(&ws.data()) {
-        let bytes = std::fs::read(&file).unwrap();
+        let Some(bytes) = support::file_bytes(&file) else {
+            continue;
+        };
         let text = String::from_utf8_lossy(&bytes);
         assert!(
             !text.contains(SECRET) && !text.contains(&gh),

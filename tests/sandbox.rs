@@ -227,8 +227,11 @@ async fn a_failing_redaction_stage_never_lets_the_result_out() {
     assert_eq!(ok.preview, "fine");
     airlock.close().await;
     for file in support::files_under(&ws.data()) {
+        let Some(bytes) = support::file_bytes(&file) else {
+            continue;
+        };
         assert!(
-            !String::from_utf8_lossy(&std::fs::read(&file).unwrap()).contains(secret),
+            !String::from_utf8_lossy(&bytes).contains(secret),
             "{}",
             file.display()
         );

@@ -360,6 +360,21 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The bytes of `file`, or `None` when it vanished after it was listed: a live data
+/// directory has short-lived files (SQLite's `-wal` and `-shm` files go when their last
+/// connection closes, atomic writes rename their temporary files), and a file that is no
+/// longer there holds nothing to check. Any other error fails the test, naming the file.
+pub fn file_bytes(file: &Path) -> Option<Vec<u8>> {
+    match std::fs::read(file) {
+        Ok(bytes) => Some(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("{} vanished between listing and reading", file.display());
+            None
+        }
+        Err(e) => panic!("{}: {e}", file.display()),
+    }
+}
+
 /// A free TCP port on 127.0.0.1.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

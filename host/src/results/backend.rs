@@ -37,6 +37,16 @@ pub(crate) struct Item<'a> {
 pub(crate) trait Backend: Send + Sync {
     /// Keeps a batch: each text durably, then its record. One outcome per item.
     fn put_batch(&self, items: &[Item<'_>]) -> Vec<std::io::Result<()>>;
+    /// Keeps a batch like [`Backend::put_batch`], but may leave it written and not yet
+    /// durable (safe from a crash of this process, not from a power loss) until the
+    /// next [`Backend::sync`]. By default, the same as `put_batch`.
+    fn put_batch_unsynced(&self, items: &[Item<'_>]) -> Vec<std::io::Result<()>> {
+        self.put_batch(items)
+    }
+    /// Makes every batch kept so far durable. By default there is nothing to do.
+    fn sync(&self) -> std::io::Result<()> {
+        Ok(())
+    }
     /// The record of an output (`NotFound` when there is none).
     fn record(&self, dir_name: &str, id: &str) -> std::io::Result<Vec<u8>>;
     /// Bytes `range` of an output's text (fewer when the text is shorter).

@@ -74,8 +74,10 @@ fn copy_error(e: &std::io::Error) -> std::io::Error {
     std::io::Error::new(e.kind(), e.to_string())
 }
 
-impl Backend for LocalBackend {
-    fn put_batch(&self, items: &[Item<'_>]) -> Vec<std::io::Result<()>> {
+impl LocalBackend {
+    /// Keeps a batch: rows in one transaction (synced now, or at the next
+    /// [`Backend::sync`] when `synced` is false), files written, synced and renamed.
+    fn put(&self, items: &[Item<'_>], synced: bool) -> Vec<std::io::Result<()>> {
         let Some(small) = &self.small else {
             return write_batch(&self.dir, &items.iter().collect::<Vec<_>>());
         };
@@ -85,7 +87,7 @@ impl Backend for LocalBackend {
         let in_rows = if rows.is_empty() {
             Ok(())
         } else {
-            small.put(&rows)
+            small.put(&rows, synced)
         };
         items
             .iter()
@@ -97,6 +99,22 @@ impl Backend for LocalBackend {
                 }
             })
             .collect()
+    }
+}
+
+impl Backend for LocalBackend {
+    fn put_batch(&self, items: &[Item<'_>]) -> Vec<std::io::Result<()>> {
+        self.put(items, true)
+    }
+
+    /// Rows are committed without a sync (files are synced as always: they are large,
+    /// and their rename must not come before their data).
+    fn put_batch_unsynced(&self, items: &[Item<'_>]) -> Vec<std::io::Result<()>> {
+        self.put(items, false)
+    }
+
+    fn sync(&self) -> std::io::Result<()> {
+        self.small.as_ref().map_or(Ok(()), SmallStore::sync)
     }
 
     fn record(&self, dir_name: &str, id: &str) -> std::io::Result<Vec<u8>> {

@@ -325,7 +325,7 @@ impl ResultStore {
 }
 
 fn new_output_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
+    uuid::Uuid::now_v7().simple().to_string()
 }
 
 #[cfg(test)]

@@ -3,9 +3,13 @@
 //! Kept as two files each, a 16-byte output cost the writer two inodes, two directory
 //! entries and a rename — about a hundred microseconds of CPU per call on a 2-core
 //! machine, taken from the calls themselves. Outputs up to [`SMALL_MAX`] bytes are
-//! instead rows of one table: a batch is one transaction, made durable by one sync of
-//! the write-ahead log. Record and text are one row, so neither is ever seen without the
+//! instead rows of one table: a batch is one transaction, and [`SmallStore::sync`]
+//! makes every transaction since the last one durable with one sync of the
+//! write-ahead log. Record and text are one row, so neither is ever seen without the
 //! other. Larger outputs stay files, which page without reading the whole text.
+//!
+//! Output ids are time-ordered (UUID v7), so new rows go to the end of the table's
+//! B-tree: a batch rewrites a page or two, not one page per row.
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -21,8 +25,30 @@ pub const SMALL_DB: &str = "small.sqlite3";
 
 /// The small-outputs database: one connection writes (the retention writer), one reads.
 pub(crate) struct SmallStore {
-    writer: Mutex<Connection>,
+    writer: Mutex<Writing>,
     reader: Mutex<Connection>,
+}
+
+/// The writing connection and what it has committed without a sync.
+struct Writing {
+    db: Connection,
+    /// The connection's `synchronous` setting is `FULL` (else `NORMAL`).
+    full: bool,
+    /// Transactions were committed since the last sync.
+    unsynced: bool,
+}
+
+impl Writing {
+    /// Sets `synchronous`: `FULL` syncs the write-ahead log at each commit (which makes
+    /// every earlier commit durable too); `NORMAL` leaves commits written, not synced.
+    fn synchronous(&mut self, full: bool) -> rusqlite::Result<()> {
+        if self.full != full {
+            let mode = if full { "FULL" } else { "NORMAL" };
+            self.db.pragma_update(None, "synchronous", mode)?;
+            self.full = full;
+        }
+        Ok(())
+    }
 }
 
 fn io(e: rusqlite::Error) -> std::io::Error {
@@ -31,7 +57,7 @@ fn io(e: rusqlite::Error) -> std::io::Error {
 
 fn connect(path: &Path) -> std::io::Result<Connection> {
     let opened = crate::storage::open_sqlite(path).and_then(|db| {
-        // Every commit syncs the log: a batch is durable when its transaction returns.
+        // A commit syncs the log unless the writer says otherwise (see `Writing`).
         db.pragma_update(None, "synchronous", "FULL")?;
         Ok(db)
     });
@@ -55,20 +81,31 @@ impl SmallStore {
                     record BLOB NOT NULL,
                     text BLOB NOT NULL,
                     PRIMARY KEY (dir, id)
+                );
+                CREATE TABLE IF NOT EXISTS synced (
+                    id INTEGER PRIMARY KEY CHECK (id = 0),
+                    at_ms INTEGER NOT NULL
                 )",
             )
             .map_err(io)?;
         let reader = connect(path)?;
         Ok(SmallStore {
-            writer: Mutex::new(writer),
+            writer: Mutex::new(Writing {
+                db: writer,
+                full: true,
+                unsynced: false,
+            }),
             reader: Mutex::new(reader),
         })
     }
 
-    /// Keeps `items` (each at most [`SMALL_MAX`] bytes) in one transaction.
-    pub fn put(&self, items: &[&Item<'_>]) -> std::io::Result<()> {
-        let mut db = self.writer.lock().expect("small outputs writer poisoned");
-        let tx = db.transaction().map_err(io)?;
+    /// Keeps `items` (each at most [`SMALL_MAX`] bytes) in one transaction: durable when
+    /// this returns if `synced`, else written (safe from a crash of this process) and
+    /// made durable by the next [`SmallStore::sync`].
+    pub fn put(&self, items: &[&Item<'_>], synced: bool) -> std::io::Result<()> {
+        let mut writing = self.writer.lock().expect("small outputs writer poisoned");
+        writing.synchronous(synced).map_err(io)?;
+        let tx = writing.db.transaction().map_err(io)?;
         {
             let mut insert = tx
                 .prepare_cached(
@@ -81,7 +118,43 @@ impl SmallStore {
                     .map_err(io)?;
             }
         }
-        tx.commit().map_err(io)
+        tx.commit().map_err(io)?;
+        // A synced commit syncs the log, with every commit before it.
+        writing.unsynced = !synced;
+        Ok(())
+    }
+
+    /// Makes every transaction committed so far durable: one small commit with the log
+    /// synced (which syncs the commits before it too). Nothing to do when there are none.
+    pub fn sync(&self) -> std::io::Result<()> {
+        let mut writing = self.writer.lock().expect("small outputs writer poisoned");
+        if !writing.unsynced {
+            return Ok(());
+        }
+        writing.synchronous(true).map_err(io)?;
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        writing
+            .db
+            .execute(
+                "INSERT OR REPLACE INTO synced (id, at_ms) VALUES (0, ?1)",
+                params![now_ms],
+            )
+            .map_err(io)?;
+        writing.unsynced = false;
+        Ok(())
+    }
+
+    /// When the last [`SmallStore::sync`] ran (milliseconds since the epoch), if ever.
+    #[cfg(test)]
+    pub fn last_sync_ms(&self) -> std::io::Result<Option<i64>> {
+        let db = self.reader.lock().expect("small outputs reader poisoned");
+        db.query_row("SELECT at_ms FROM synced WHERE id = 0", [], |row| {
+            row.get(0)
+        })
+        .optional()
+        .map_err(io)
     }
 
     /// The record of an output, if it is here.
@@ -125,12 +198,50 @@ mod tests {
                 record: format!("{{\"n\":{i}}}").into_bytes(),
             })
             .collect();
-        store.put(&items.iter().collect::<Vec<_>>()).unwrap();
+        store.put(&items.iter().collect::<Vec<_>>(), true).unwrap();
         // Another process's view: a fresh connection.
         let other = SmallStore::open(&path).unwrap();
         assert_eq!(other.text("svc", "b").unwrap().unwrap(), b"hello");
         assert_eq!(other.record("svc", "c").unwrap().unwrap(), b"{\"n\":2}");
         assert!(other.record("svc", "d").unwrap().is_none());
         assert!(other.record("other", "a").unwrap().is_none());
+    }
+
+    /// A batch committed without a sync is readable at once by another connection (the
+    /// retention writer's batches are, between syncs); `sync` then commits once with
+    /// the log synced, and only when something was committed unsynced since.
+    #[test]
+    fn unsynced_batches_are_readable_and_sync_settles_them_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(SMALL_DB);
+        let store = SmallStore::open(&path).unwrap();
+        store.sync().unwrap();
+        assert_eq!(store.last_sync_ms().unwrap(), None, "nothing to sync yet");
+        let item = |id| Item {
+            dir_name: "svc",
+            id,
+            text: b"unsynced",
+            record: b"{}".to_vec(),
+        };
+        let (a, b) = (item("a"), item("b"));
+        store.put(&[&a], false).unwrap();
+        store.put(&[&b], false).unwrap();
+        let other = SmallStore::open(&path).unwrap();
+        assert_eq!(other.text("svc", "a").unwrap().unwrap(), b"unsynced");
+        assert_eq!(other.text("svc", "b").unwrap().unwrap(), b"unsynced");
+        store.sync().unwrap();
+        let first = store.last_sync_ms().unwrap().expect("a sync was committed");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        store.sync().unwrap();
+        assert_eq!(
+            store.last_sync_ms().unwrap(),
+            Some(first),
+            "a second sync with nothing new commits nothing"
+        );
+        // A synced batch leaves nothing for the next sync.
+        let c = item("c");
+        store.put(&[&c], true).unwrap();
+        store.sync().unwrap();
+        assert_eq!(store.last_sync_ms().unwrap(), Some(first));
     }
 }

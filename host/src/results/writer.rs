@@ -332,6 +332,15 @@ fn run(
 mod tests {
     use super::*;
 
+    /// An index that counts the results reported to it.
+    struct Count(Mutex<usize>);
+
+    impl ResultIndex for Count {
+        fn index(&self, batch: &[(String, Retained)]) {
+            *self.0.lock().unwrap() += batch.len();
+        }
+    }
+
     /// The budget counts a result's bytes and a fixed share per result: small results
     /// hold little of it (a stream of them is not throttled after 1,024, as with the
     /// old 64 KiB units), and the largest result fits whole.
@@ -356,12 +365,6 @@ mod tests {
     #[test]
     fn a_stream_of_results_lands_whole() {
         const SERVICES: [&str; 2] = ["svc", "other"];
-        struct Count(Mutex<usize>);
-        impl ResultIndex for Count {
-            fn index(&self, batch: &[(String, Retained)]) {
-                *self.0.lock().unwrap() += batch.len();
-            }
-        }
         for with_database in [true, false] {
             let tmp = tempfile::tempdir().unwrap();
             let dir = cap_std::fs::Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority())
@@ -423,12 +426,6 @@ mod tests {
     /// and the database records that sync.
     #[test]
     fn results_are_synced_and_indexed_without_a_flush() {
-        struct Count(Mutex<usize>);
-        impl ResultIndex for Count {
-            fn index(&self, batch: &[(String, Retained)]) {
-                *self.0.lock().unwrap() += batch.len();
-            }
-        }
         let tmp = tempfile::tempdir().unwrap();
         let dir =
             cap_std::fs::Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();

@@ -93,7 +93,7 @@ impl LocalBackend {
             .iter()
             .map(|item| {
                 if item.text.len() <= SMALL_MAX {
-                    in_rows.as_ref().map(|()| ()).map_err(copy_error)
+                    in_rows.as_ref().map_err(copy_error).copied()
                 } else {
                     in_files.next().expect("one outcome per file")
                 }

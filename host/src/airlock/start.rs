@@ -420,7 +420,7 @@ impl Inner {
 }
 
 /// The registry's `results` table as the results store's index: the retention writer
-/// reports each batch that reached the disk, and it is recorded in one transaction.
+/// reports the results made durable by each sync, recorded in one transaction.
 struct RegistryIndex(Arc<Registry>);
 
 impl crate::results::ResultIndex for RegistryIndex {

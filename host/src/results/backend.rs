@@ -47,6 +47,11 @@ pub(crate) trait Backend: Send + Sync {
     fn sync(&self) -> std::io::Result<()> {
         Ok(())
     }
+    /// Whether [`Backend::put_batch_unsynced`] leaves anything for [`Backend::sync`]
+    /// (else the writer reports each batch at once).
+    fn defers_sync(&self) -> bool {
+        false
+    }
     /// The record of an output (`NotFound` when there is none).
     fn record(&self, dir_name: &str, id: &str) -> std::io::Result<Vec<u8>>;
     /// Bytes `range` of an output's text (fewer when the text is shorter).

@@ -117,6 +117,10 @@ impl Backend for LocalBackend {
         self.small.as_ref().map_or(Ok(()), SmallStore::sync)
     }
 
+    fn defers_sync(&self) -> bool {
+        self.small.is_some()
+    }
+
     fn record(&self, dir_name: &str, id: &str) -> std::io::Result<Vec<u8>> {
         self.row_or_file(
             dir_name,

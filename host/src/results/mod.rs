@@ -6,9 +6,9 @@
 //! default: outputs up to 64 KiB as rows of its SQLite database, larger ones as files
 //! reached only through a `cap_std` directory handle) or an S3 bucket
 //! (`[results] store = "s3://…"`). An `output_id` must be one Airlock made, so no
-//! caller-supplied text names a path or a key. Writes are durable and happen off the
-//! caller's path, on the retention writer's thread; until a text is kept it is read
-//! from memory. Every byte read back is checked against the digests of its blocks.
+//! caller-supplied text names a path or a key. Writes happen off the caller's path,
+//! on the retention writer's thread, and are durable within 50 ms (at once for a
+//! flush); until a text is written it is read from memory. Every byte read back is checked against the digests of its blocks.
 //!
 //! Layer 4 (storage). May import: `digest`, `config`, `storage`.
 
@@ -178,7 +178,7 @@ impl ResultStore {
         Self::open_indexed(data_dir, limits, None)
     }
 
-    /// [`ResultStore::open`], reporting every result that reaches the disk to `index`.
+    /// [`ResultStore::open`], reporting every result to `index` once it is durable.
     pub fn open_indexed(
         data_dir: &Path,
         limits: ResultLimits,
@@ -325,7 +325,11 @@ impl ResultStore {
 }
 
 fn new_output_id() -> String {
-    uuid::Uuid::now_v7().simple().to_string()
+    // Time-ordered (new ids sort after old ones, so the small-outputs database's index
+    // grows at its end), with 74 random bits: no counter shared between ids.
+    uuid::Uuid::new_v7(uuid::Timestamp::now(uuid::NoContext))
+        .simple()
+        .to_string()
 }
 
 #[cfg(test)]

@@ -8,8 +8,9 @@
 //! write-ahead log. Record and text are one row, so neither is ever seen without the
 //! other. Larger outputs stay files, which page without reading the whole text.
 //!
-//! Output ids are time-ordered (UUID v7), so new rows go to the end of the table's
-//! B-tree: a batch rewrites a page or two, not one page per row.
+//! Output ids are time-ordered (UUID v7), so new keys go to the end of each service's
+//! range in the `(dir, id)` index: a batch rewrites a page or two of it, not one page
+//! per row.
 
 use std::path::Path;
 use std::sync::Mutex;

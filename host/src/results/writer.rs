@@ -199,7 +199,8 @@ const LINGER: Duration = Duration::from_millis(2);
 /// How long a written batch may wait for its sync (group commit). A sync costs the
 /// same for one result as for a thousand, and on a small machine its CPU comes from
 /// the calls themselves: syncing every batch made a stream of 16-byte calls about a
-/// quarter slower end to end; syncing at most this often costs them next to nothing.
+/// quarter slower end to end. A backend with nothing to defer (S3, which is durable
+/// once written) is settled after every batch.
 /// A written batch already survives a crash of this process (it is in the operating
 /// system's hands); only a power loss or an operating-system crash within this window
 /// can lose it. A caller that needs more calls [`Writer::flush`]: it syncs at once.
@@ -214,7 +215,8 @@ struct Unsynced {
 }
 
 impl Unsynced {
-    /// Syncs what was written and reports it to the index.
+    /// Syncs what was written and reports it to the index. A failed sync keeps them
+    /// unsynced and unindexed, to be tried again a window later (and at close).
     fn settle(&mut self, backend: &dyn Backend, index: Option<&dyn ResultIndex>) {
         if self.since.take().is_none() {
             return;
@@ -222,9 +224,12 @@ impl Unsynced {
         if let Err(e) = backend.sync() {
             // The results stay written and readable; only their durability is in doubt.
             tracing::error!(
-                "cannot sync {} retained results (they are written, not yet durable): {e}",
-                self.written.len()
+                "cannot sync {} retained results (they are written, not yet durable; retrying in {} ms): {e}",
+                self.written.len(),
+                SYNC_EVERY.as_millis()
             );
+            self.since = Some(Instant::now());
+            return;
         }
         let written = std::mem::take(&mut self.written);
         if let Some(index) = index
@@ -235,8 +240,8 @@ impl Unsynced {
     }
 }
 
-/// The writer thread: drains the queue in batches of up to [`BATCH_MAX`], each started
-/// [`LINGER`] after its first write arrived, and writes each batch in one go (locally:
+/// The writer thread: drains the queue in batches of up to [`BATCH_MAX`] (waiting
+/// [`LINGER`] once for more when the queue runs dry), and writes each batch in one go (locally:
 /// small outputs in one database transaction; larger ones written, made durable with
 /// one `syncfs` and renamed into place). Written batches are synced together, at most
 /// [`SYNC_EVERY`] after the first of them, at once for a flush or a caller waiting for
@@ -310,6 +315,7 @@ fn run(
         }
         let waited_for = !flushes.is_empty() || jobs.iter().any(|job| job.kept.is_some());
         if waited_for
+            || !backend.defers_sync()
             || unsynced
                 .since
                 .is_some_and(|since| since.elapsed() >= SYNC_EVERY)
@@ -466,5 +472,96 @@ mod tests {
             "the writer committed a sync"
         );
         assert_eq!(backend.text("svc", "id2").unwrap(), b"text 2");
+    }
+
+    /// A local store whose first `fail` syncs fail.
+    struct FailingSync {
+        inner: super::super::local::LocalBackend,
+        fail: Mutex<usize>,
+        syncs: Mutex<usize>,
+    }
+
+    impl Backend for FailingSync {
+        fn put_batch(&self, items: &[Item<'_>]) -> Vec<std::io::Result<()>> {
+            self.inner.put_batch(items)
+        }
+        fn put_batch_unsynced(&self, items: &[Item<'_>]) -> Vec<std::io::Result<()>> {
+            self.inner.put_batch_unsynced(items)
+        }
+        fn sync(&self) -> std::io::Result<()> {
+            *self.syncs.lock().unwrap() += 1;
+            let mut fail = self.fail.lock().unwrap();
+            if *fail > 0 {
+                *fail -= 1;
+                return Err(std::io::Error::other("the disk is full"));
+            }
+            self.inner.sync()
+        }
+        fn defers_sync(&self) -> bool {
+            true
+        }
+        fn record(&self, dir_name: &str, id: &str) -> std::io::Result<Vec<u8>> {
+            self.inner.record(dir_name, id)
+        }
+        fn text_range(
+            &self,
+            dir_name: &str,
+            id: &str,
+            range: std::ops::Range<u64>,
+        ) -> std::io::Result<Vec<u8>> {
+            self.inner.text_range(dir_name, id, range)
+        }
+        fn text(&self, dir_name: &str, id: &str) -> std::io::Result<Vec<u8>> {
+            self.inner.text(dir_name, id)
+        }
+        fn describe(&self) -> String {
+            self.inner.describe()
+        }
+        fn shared(&self) -> bool {
+            false
+        }
+    }
+
+    /// A failed sync leaves its results unindexed (the index names only durable ones)
+    /// and is tried again by the writer itself, with no further write or flush.
+    #[test]
+    fn a_failed_sync_is_retried_and_only_then_indexed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir =
+            cap_std::fs::Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
+        let small =
+            super::super::small::SmallStore::open(&tmp.path().join("small.sqlite3")).unwrap();
+        let backend = Arc::new(FailingSync {
+            inner: super::super::local::LocalBackend::new(dir, Some(small)),
+            fail: Mutex::new(2),
+            syncs: Mutex::new(0),
+        });
+        let index = Arc::new(Count(Mutex::new(0)));
+        let writer = Writer::start(backend.clone(), Some(index.clone())).unwrap();
+        let text = "kept".to_string();
+        let (record, _) = super::super::describe(None, &text, false, 64);
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(writer.submit(
+                "svc".into(),
+                "svc",
+                "id0".into(),
+                record,
+                Arc::new(text),
+                false,
+            ));
+        // Bounded wait (a correctness check: a broken writer must not hang CI).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while *index.0.lock().unwrap() == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(*index.0.lock().unwrap(), 1, "indexed once a sync succeeded");
+        assert_eq!(
+            *backend.syncs.lock().unwrap(),
+            3,
+            "two failures, then success"
+        );
+        assert_eq!(backend.text("svc", "id0").unwrap(), b"kept");
     }
 }

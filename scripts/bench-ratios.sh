@@ -74,7 +74,7 @@ def alone(key, what, group, name, target=None, check=None):
 pair("P1", "content + redaction of 4 KiB: wasm vs the same code native, same thread",
      "content_redaction_4KiB", "wasm", "native", "≤ 1.5× and ≤ 20 µs",
      lambda x, y, r: r <= 1.5 and x <= 20e3)
-pair("P1", "leaving the runtime worker for the plugins: in place (`block_in_place`, as calls do) vs a hop to the blocking pool (measured alone)",
+pair("P1", "leaving the runtime worker for the plugins: in place (`block_in_place`, as calls do) vs a hop to the blocking pool and back (measured alone, in a task on a worker)",
      "blocking_hop", "block_in_place", "spawn_blocking")
 for size, target in (("16B", "≤ 1.05×"), ("4KiB", "≤ 1.05×"), ("1MiB", None)):
     pair("P2", f"call end to end, {size}: `Airlock::call_with` vs a plain rmcp client",

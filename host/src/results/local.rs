@@ -46,6 +46,19 @@ impl LocalBackend {
         Ok(bytes)
     }
 
+    /// The whole of one column of an output: its row's, or else its file's (`<id>.<extension>`).
+    fn whole(
+        &self,
+        dir_name: &str,
+        id: &str,
+        column: fn(&SmallStore, &str, &str) -> std::io::Result<Option<Vec<u8>>>,
+        extension: &str,
+    ) -> std::io::Result<Vec<u8>> {
+        self.row_or_file(dir_name, id, column, std::convert::identity, || {
+            self.read_whole(dir_name, id, extension)
+        })
+    }
+
     /// One column of an output: from its database row (through `row`), or else from its
     /// files. A database error does not hide outputs kept as files; when there is no
     /// file either, the database's error is reported, not a bare "not found".
@@ -122,13 +135,7 @@ impl Backend for LocalBackend {
     }
 
     fn record(&self, dir_name: &str, id: &str) -> std::io::Result<Vec<u8>> {
-        self.row_or_file(
-            dir_name,
-            id,
-            SmallStore::record,
-            std::convert::identity,
-            || self.read_whole(dir_name, id, "json"),
-        )
+        self.whole(dir_name, id, SmallStore::record, "json")
     }
 
     fn text_range(&self, dir_name: &str, id: &str, range: Range<u64>) -> std::io::Result<Vec<u8>> {
@@ -148,13 +155,7 @@ impl Backend for LocalBackend {
     }
 
     fn text(&self, dir_name: &str, id: &str) -> std::io::Result<Vec<u8>> {
-        self.row_or_file(
-            dir_name,
-            id,
-            SmallStore::text,
-            std::convert::identity,
-            || self.read_whole(dir_name, id, "txt"),
-        )
+        self.whole(dir_name, id, SmallStore::text, "txt")
     }
 
     fn describe(&self) -> String {

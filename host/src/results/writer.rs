@@ -347,6 +347,40 @@ mod tests {
         }
     }
 
+    /// A local store in `path`, with its small-outputs database.
+    fn local_store(path: &std::path::Path) -> super::super::local::LocalBackend {
+        let dir = cap_std::fs::Dir::open_ambient_dir(path, cap_std::ambient_authority()).unwrap();
+        let small = super::super::small::SmallStore::open(&path.join("small.sqlite3")).unwrap();
+        super::super::local::LocalBackend::new(dir, Some(small))
+    }
+
+    /// How many results `index` has been told of, once it reaches `n` (or after a bound
+    /// of 10 s, which only keeps a broken writer from hanging CI: this is a correctness
+    /// check, not a timing one).
+    fn wait_for_index(index: &Count, n: usize) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while *index.0.lock().unwrap() < n && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        *index.0.lock().unwrap()
+    }
+
+    /// Submits `text` as output `id` of service `svc`, not waiting for it to be kept.
+    fn submit(writer: &Writer, id: &str, text: &str) {
+        let (record, _) = super::super::describe(None, text, false, 64);
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(writer.submit(
+                "svc".into(),
+                "svc",
+                id.into(),
+                record,
+                Arc::new(text.to_string()),
+                false,
+            ));
+    }
+
     /// The budget counts a result's bytes and a fixed share per result: small results
     /// hold little of it (a stream of them is not throttled after 1,024, as with the
     /// old 64 KiB units), and the largest result fits whole.
@@ -433,40 +467,15 @@ mod tests {
     #[test]
     fn results_are_synced_and_indexed_without_a_flush() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir =
-            cap_std::fs::Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
-        let db = tmp.path().join("small.sqlite3");
-        let small = super::super::small::SmallStore::open(&db).unwrap();
-        let backend = Arc::new(super::super::local::LocalBackend::new(dir, Some(small)));
+        let backend = Arc::new(local_store(tmp.path()));
         let index = Arc::new(Count(Mutex::new(0)));
         let writer = Writer::start(backend.clone(), Some(index.clone())).unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            for i in 0..3 {
-                let text = format!("text {i}");
-                let (record, _) = super::super::describe(None, &text, false, 64);
-                writer
-                    .submit(
-                        "svc".into(),
-                        "svc",
-                        format!("id{i}"),
-                        record,
-                        Arc::new(text),
-                        false,
-                    )
-                    .await;
-            }
-        });
-        // Bounded wait for the writer's own sync (a correctness check, not a timing one:
-        // the window is 50 ms; the bound only keeps a broken writer from hanging CI).
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while *index.0.lock().unwrap() < 3 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
+        for i in 0..3 {
+            submit(&writer, &format!("id{i}"), &format!("text {i}"));
         }
-        assert_eq!(*index.0.lock().unwrap(), 3, "indexed without a flush");
-        let reopened = super::super::small::SmallStore::open(&db).unwrap();
+        assert_eq!(wait_for_index(&index, 3), 3, "indexed without a flush");
+        let reopened =
+            super::super::small::SmallStore::open(&tmp.path().join("small.sqlite3")).unwrap();
         assert!(
             reopened.last_sync_ms().unwrap().is_some(),
             "the writer committed a sync"
@@ -527,35 +536,15 @@ mod tests {
     #[test]
     fn a_failed_sync_is_retried_and_only_then_indexed() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir =
-            cap_std::fs::Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
-        let small =
-            super::super::small::SmallStore::open(&tmp.path().join("small.sqlite3")).unwrap();
         let backend = Arc::new(FailingSync {
-            inner: super::super::local::LocalBackend::new(dir, Some(small)),
+            inner: local_store(tmp.path()),
             fail: Mutex::new(2),
             syncs: Mutex::new(0),
         });
         let index = Arc::new(Count(Mutex::new(0)));
         let writer = Writer::start(backend.clone(), Some(index.clone())).unwrap();
-        let text = "kept".to_string();
-        let (record, _) = super::super::describe(None, &text, false, 64);
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(writer.submit(
-                "svc".into(),
-                "svc",
-                "id0".into(),
-                record,
-                Arc::new(text),
-                false,
-            ));
-        // Bounded wait (a correctness check: a broken writer must not hang CI).
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while *index.0.lock().unwrap() == 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        submit(&writer, "id0", "kept");
+        wait_for_index(&index, 1);
         assert_eq!(*index.0.lock().unwrap(), 1, "indexed once a sync succeeded");
         assert_eq!(
             *backend.syncs.lock().unwrap(),

@@ -15,6 +15,9 @@ use cap_std::fs::Dir;
 use super::backend::{Backend, Item};
 use super::small::{SMALL_MAX, SmallStore};
 
+/// A column of the small-outputs database ([`SmallStore::record`], [`SmallStore::text`]).
+type Column = fn(&SmallStore, &str, &str) -> std::io::Result<Option<Vec<u8>>>;
+
 /// The `outputs/` folder.
 pub(crate) struct LocalBackend {
     dir: Dir,
@@ -51,7 +54,7 @@ impl LocalBackend {
         &self,
         dir_name: &str,
         id: &str,
-        column: fn(&SmallStore, &str, &str) -> std::io::Result<Option<Vec<u8>>>,
+        column: Column,
         extension: &str,
     ) -> std::io::Result<Vec<u8>> {
         self.row_or_file(dir_name, id, column, std::convert::identity, || {
@@ -59,35 +62,6 @@ impl LocalBackend {
         })
     }
 
-    /// One column of an output: from its database row (through `row`), or else from its
-    /// files. A database error does not hide outputs kept as files; when there is no
-    /// file either, the database's error is reported, not a bare "not found".
-    fn row_or_file(
-        &self,
-        dir_name: &str,
-        id: &str,
-        column: fn(&SmallStore, &str, &str) -> std::io::Result<Option<Vec<u8>>>,
-        row: impl FnOnce(Vec<u8>) -> Vec<u8>,
-        file: impl FnOnce() -> std::io::Result<Vec<u8>>,
-    ) -> std::io::Result<Vec<u8>> {
-        let database_error = match self.small.as_ref().map(|small| column(small, dir_name, id)) {
-            Some(Ok(Some(bytes))) => return Ok(row(bytes)),
-            Some(Err(e)) => Some(e),
-            Some(Ok(None)) | None => None,
-        };
-        match (file(), database_error) {
-            (Err(e), Some(database)) if e.kind() == std::io::ErrorKind::NotFound => Err(database),
-            (outcome, _) => outcome,
-        }
-    }
-}
-
-/// A copy of `e` (same kind and message), for outcomes shared by several items.
-fn copy_error(e: &std::io::Error) -> std::io::Error {
-    std::io::Error::new(e.kind(), e.to_string())
-}
-
-impl LocalBackend {
     /// Keeps a batch: rows in one transaction (synced now, or at the next
     /// [`Backend::sync`] when `synced` is false), files written, synced and renamed.
     fn put(&self, items: &[Item<'_>], synced: bool) -> Vec<std::io::Result<()>> {
@@ -113,6 +87,33 @@ impl LocalBackend {
             })
             .collect()
     }
+
+    /// One column of an output: from its database row (through `row`), or else from its
+    /// files. A database error does not hide outputs kept as files; when there is no
+    /// file either, the database's error is reported, not a bare "not found".
+    fn row_or_file(
+        &self,
+        dir_name: &str,
+        id: &str,
+        column: Column,
+        row: impl FnOnce(Vec<u8>) -> Vec<u8>,
+        file: impl FnOnce() -> std::io::Result<Vec<u8>>,
+    ) -> std::io::Result<Vec<u8>> {
+        let database_error = match self.small.as_ref().map(|small| column(small, dir_name, id)) {
+            Some(Ok(Some(bytes))) => return Ok(row(bytes)),
+            Some(Err(e)) => Some(e),
+            Some(Ok(None)) | None => None,
+        };
+        match (file(), database_error) {
+            (Err(e), Some(database)) if e.kind() == std::io::ErrorKind::NotFound => Err(database),
+            (outcome, _) => outcome,
+        }
+    }
+}
+
+/// A copy of `e` (same kind and message), for outcomes shared by several items.
+fn copy_error(e: &std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), e.to_string())
 }
 
 impl Backend for LocalBackend {

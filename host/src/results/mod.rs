@@ -8,7 +8,8 @@
 //! (`[results] store = "s3://…"`). An `output_id` must be one Airlock made, so no
 //! caller-supplied text names a path or a key. Writes happen off the caller's path,
 //! on the retention writer's thread, and are durable within 50 ms (at once for a
-//! flush); until a text is written it is read from memory. Every byte read back is checked against the digests of its blocks.
+//! flush); until a text is written it is read from memory. Every byte read back is
+//! checked against the digests of its blocks.
 //!
 //! Layer 4 (storage). May import: `digest`, `config`, `storage`.
 

@@ -9,9 +9,7 @@
 //! caller whose text does not fit waits (asynchronously) for earlier writes to finish.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
@@ -199,11 +197,11 @@ const LINGER: Duration = Duration::from_millis(2);
 /// How long a written batch may wait for its sync (group commit). A sync costs the
 /// same for one result as for a thousand, and on a small machine its CPU comes from
 /// the calls themselves: syncing every batch made a stream of 16-byte calls about a
-/// quarter slower end to end. A backend with nothing to defer (S3, which is durable
+/// quarter slower end to end. A written batch already survives a crash of this process
+/// (it is in the operating system's hands); only a power loss or an operating-system
+/// crash within this window can lose it. A caller that needs more calls
+/// [`Writer::flush`]: it syncs at once. A backend with nothing to defer (S3, durable
 /// once written) is settled after every batch.
-/// A written batch already survives a crash of this process (it is in the operating
-/// system's hands); only a power loss or an operating-system crash within this window
-/// can lose it. A caller that needs more calls [`Writer::flush`]: it syncs at once.
 const SYNC_EVERY: Duration = Duration::from_millis(50);
 
 /// Written results not yet synced: since when, and their index entries (the index
@@ -241,9 +239,9 @@ impl Unsynced {
 }
 
 /// The writer thread: drains the queue in batches of up to [`BATCH_MAX`] (waiting
-/// [`LINGER`] once for more when the queue runs dry), and writes each batch in one go (locally:
-/// small outputs in one database transaction; larger ones written, made durable with
-/// one `syncfs` and renamed into place). Written batches are synced together, at most
+/// [`LINGER`] once for more when the queue runs dry), and writes each batch in one go
+/// (locally: small outputs in one database transaction; larger ones written, made
+/// durable with one `syncfs` and renamed into place). Written batches are synced together, at most
 /// [`SYNC_EVERY`] after the first of them, at once for a flush or a caller waiting for
 /// its result to be kept, and when the store closes; then reported to the index in one
 /// transaction.
@@ -256,22 +254,22 @@ fn run(
     let index = index.as_deref();
     let mut unsynced = Unsynced::default();
     loop {
-        let first = match unsynced.since {
-            None => receiver.recv().ok(),
-            Some(since) => {
-                match receiver
-                    .recv_timeout((since + SYNC_EVERY).saturating_duration_since(Instant::now()))
-                {
-                    Ok(message) => Some(message),
-                    Err(mpsc::RecvTimeoutError::Timeout) => {
-                        unsynced.settle(backend.as_ref(), index);
-                        continue;
-                    }
-                    Err(mpsc::RecvTimeoutError::Disconnected) => None,
-                }
-            }
+        // Wait for the next message, or until the unsynced batches are due.
+        let received = match unsynced.since {
+            None => receiver
+                .recv()
+                .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+            Some(since) => receiver
+                .recv_timeout((since + SYNC_EVERY).saturating_duration_since(Instant::now())),
         };
-        let Some(first) = first else { break };
+        let first = match received {
+            Ok(message) => message,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                unsynced.settle(backend.as_ref(), index);
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         let mut next = Some(first);
         let mut jobs = Vec::new();
         let mut flushes = Vec::new();
@@ -291,7 +289,9 @@ fn run(
             }
         }
         let outcomes = write_batch(backend.as_ref(), &jobs);
-        unsynced.since.get_or_insert_with(Instant::now);
+        if !jobs.is_empty() {
+            unsynced.since.get_or_insert_with(Instant::now);
+        }
         for (job, outcome) in jobs.iter().zip(outcomes) {
             match outcome {
                 Ok(()) => unsynced

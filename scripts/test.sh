@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command. Installs everything the tests need — the wasm32-wasip2 target, the
 # npm reference servers (tests/peers, pinned by package-lock.json), the Python MCP SDK
-# (tests/.venv, pinned by requirements.txt, with Playwright and moto), Debian's Chromium (the
+# (tests/.venv, pinned by requirements.txt, with Playwright and moto; and its 2.x, which
+# speaks 2026-07-28, in tests/.venv-modern), Debian's Chromium (the
 # console's browser test), PostgreSQL (Debian's package, when missing) and the JavaScript
 # plugin's pinned jco (plugins/policy-js) — builds that plugin from source, starts
 # PostgreSQL and an S3 server (moto) on loopback, then runs every test: once with the
@@ -22,6 +23,11 @@ if [ ! -x tests/.venv/bin/python ]; then
     python3 -m venv tests/.venv
 fi
 tests/.venv/bin/pip install --quiet --disable-pip-version-check -r tests/peers/python/requirements.txt
+# The 2026-07-28-era SDK (2.x) cannot share a venv with the 1.x one: it has its own.
+if [ ! -x tests/.venv-modern/bin/python ]; then
+    python3 -m venv tests/.venv-modern
+fi
+tests/.venv-modern/bin/pip install --quiet --disable-pip-version-check -r tests/peers/python-modern/requirements.txt
 
 echo "== Chromium, for the operator console's browser test (tests/console.rs)"
 if ! command -v chromium >/dev/null 2>&1; then

@@ -48,6 +48,23 @@ pub fn python_server(script: &str) -> PathBuf {
     )
 }
 
+/// The Python interpreter of the 2026-07-28-era venv (the `mcp` SDK 2.x, pinned by
+/// tests/peers/python-modern/requirements.txt).
+pub fn modern_python() -> PathBuf {
+    must_exist(
+        root().join("tests/.venv-modern/bin/python"),
+        "the Python SDK 2.x test venv",
+    )
+}
+
+/// A script under tests/peers/python-modern (run with [`modern_python`]).
+pub fn modern_peer(script: &str) -> PathBuf {
+    must_exist(
+        root().join("tests/peers/python-modern").join(script),
+        "a Python SDK 2.x test peer",
+    )
+}
+
 /// `node` and the entry point of `@modelcontextprotocol/server-everything`.
 pub fn everything_server() -> (String, PathBuf) {
     let entry = must_exist(

@@ -152,7 +152,20 @@ pub fn status(as_json: bool, status: &[ServiceReport]) {
         let server = s
             .server
             .as_ref()
-            .map(|i| format!("  ({} {}, MCP {})", i.name, i.version, i.protocol_version))
+            .map(|i| {
+                // A 2026-07-28 server need not say its version (or even its name).
+                let who = [i.name.as_str(), i.version.as_str()]
+                    .into_iter()
+                    .filter(|s| !s.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let who = if who.is_empty() {
+                    "unnamed".to_string()
+                } else {
+                    who
+                };
+                format!("  ({who}, MCP {})", i.protocol_version)
+            })
             .unwrap_or_default();
         println!("{:<20} {state}{server}", s.service);
     }

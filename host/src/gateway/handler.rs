@@ -12,15 +12,16 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
     GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
     InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
-    UnsubscribeRequestParams,
+    ListToolsResult, PaginatedRequestParams, Prompt, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, Resource, ResourceTemplate, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, SubscribeRequestParams, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use super::downstream::{DownstreamClient, LogFilter};
+use super::eras::{self, listing};
 use super::own_tools::{self, Served};
 use super::results::rpc_error;
 use super::routes::Routes;
@@ -296,6 +297,10 @@ impl ServerHandler for DownstreamSession {
             .with_instructions(self.instructions(&agent))
     }
 
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        eras::supported_versions()
+    }
+
     async fn initialize(
         &self,
         request: InitializeRequestParams,
@@ -346,17 +351,26 @@ impl ServerHandler for DownstreamSession {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let agent = self.agent(Some(&ctx));
-        let mut tools = own_tools::definitions(self.gateway.options.tools);
+        // Airlock's own tools first, in their fixed order; then the catalog's, by name.
+        let mut tools: Vec<Tool> =
+            eras::typed_items(own_tools::definitions(self.gateway.options.tools))?;
         if self.gateway.options.tools == ToolSurface::All {
+            let mut catalog = Vec::new();
             for tool in self.airlock().tools_for(&agent) {
                 if own_tools::is_own(&tool.name) {
                     tracing::warn!(tool = %tool.name, "a service tool is shadowed by Airlock's own tool of the same name");
                     continue;
                 }
-                tools.push(own_tools::catalog_tool_json(&tool));
+                catalog.push(own_tools::catalog_tool_json(&tool));
             }
+            tools.extend(eras::sorted_items::<Tool>(catalog, "name")?);
         }
-        from_json(json!({ "tools": tools }))
+        let per_agent = self.airlock().access_mode() == crate::AccessMode::Grants;
+        Ok(listing!(
+            ListToolsResult,
+            tools,
+            eras::cache_scope(per_agent)
+        ))
     }
 
     async fn call_tool(
@@ -385,7 +399,12 @@ impl ServerHandler for DownstreamSession {
             .routes
             .list_resources(self.airlock(), &agent)
             .await?;
-        from_json(json!({ "resources": exposed }))
+        let resources: Vec<Resource> = eras::sorted_items(exposed, "uri")?;
+        Ok(listing!(
+            ListResourcesResult,
+            resources,
+            eras::cache_scope(true)
+        ))
     }
 
     async fn list_resource_templates(
@@ -399,7 +418,12 @@ impl ServerHandler for DownstreamSession {
             .routes
             .list_templates(self.airlock(), &agent)
             .await?;
-        from_json(json!({ "resourceTemplates": exposed }))
+        let templates: Vec<ResourceTemplate> = eras::sorted_items(exposed, "uriTemplate")?;
+        Ok(listing!(
+            ListResourceTemplatesResult,
+            templates,
+            eras::cache_scope(true)
+        ))
     }
 
     async fn read_resource(
@@ -425,7 +449,11 @@ impl ServerHandler for DownstreamSession {
                 }
             }
         }
-        let result: rmcp::model::ReadResourceResult = from_json(value)?;
+        let mut result: rmcp::model::ReadResourceResult = from_json(value)?;
+        eras::complete(&mut result.result_type);
+        // Read through the agent's own upstream session: only its client may keep it.
+        result.ttl_ms.get_or_insert(eras::LIST_TTL_MS);
+        result.cache_scope = Some(eras::cache_scope(true));
         Ok(result.into())
     }
 
@@ -485,7 +513,12 @@ impl ServerHandler for DownstreamSession {
             .routes
             .list_prompts(self.airlock(), &agent)
             .await?;
-        from_json(json!({ "prompts": exposed }))
+        let prompts: Vec<Prompt> = eras::sorted_items(exposed, "name")?;
+        Ok(listing!(
+            ListPromptsResult,
+            prompts,
+            eras::cache_scope(true)
+        ))
     }
 
     async fn get_prompt(
@@ -505,7 +538,8 @@ impl ServerHandler for DownstreamSession {
             .get_prompt(&agent, &service, &name, arguments)
             .await
             .map_err(rpc_error)?;
-        let result: rmcp::model::GetPromptResult = from_json(value)?;
+        let mut result: rmcp::model::GetPromptResult = from_json(value)?;
+        eras::complete(&mut result.result_type);
         Ok(result.into())
     }
 
@@ -550,7 +584,9 @@ impl ServerHandler for DownstreamSession {
             .complete(&agent, &service, params)
             .await
             .map_err(rpc_error)?;
-        from_json(value)
+        let mut result: CompleteResult = from_json(value)?;
+        eras::complete(&mut result.result_type);
+        Ok(result)
     }
 
     async fn set_level(

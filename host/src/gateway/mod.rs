@@ -18,6 +18,7 @@
 
 mod console;
 mod downstream;
+mod eras;
 mod handler;
 mod http;
 mod own_tools;

@@ -4,7 +4,7 @@
 //! `airlock_output`. `_meta` carries the retention record. Airlock's own refusals are
 //! tool errors that carry the error code.
 
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolResult, ResultType};
 use serde_json::{Value, json};
 
 use crate::{CallError, CallOutput};
@@ -67,7 +67,7 @@ pub fn from_output(out: &CallOutput) -> CallToolResult {
         json!({ "content": content, "isError": out.is_error })
     };
     result["_meta"] = retention_meta(out);
-    serde_json::from_value(result.clone()).unwrap_or_else(|e| {
+    let mut result = serde_json::from_value::<CallToolResult>(result.clone()).unwrap_or_else(|e| {
         // A block the MCP model cannot hold: keep the text so nothing is lost.
         tracing::warn!("a converted result does not fit the MCP model ({e}); sending it as text");
         let mut fallback = CallToolResult::success(vec![rmcp::model::ContentBlock::text(
@@ -75,7 +75,18 @@ pub fn from_output(out: &CallOutput) -> CallToolResult {
         )]);
         fallback.is_error = Some(out.is_error);
         fallback
-    })
+    });
+    result.result_type.get_or_insert(ResultType::COMPLETE);
+    result
+}
+
+/// A result built here as JSON, as the typed `tools/call` result every era accepts
+/// (rmcp drops the `resultType` discriminator for handshake-era peers).
+fn typed(value: Value, what: &str) -> CallToolResult {
+    let mut result: CallToolResult =
+        serde_json::from_value(value).unwrap_or_else(|e| panic!("{what} fits the MCP model: {e}"));
+    result.result_type.get_or_insert(ResultType::COMPLETE);
+    result
 }
 
 /// A refusal or failure of Airlock's (or a server's JSON-RPC error) as a tool error
@@ -86,7 +97,7 @@ pub fn from_error(e: &CallError) -> CallToolResult {
         "isError": true,
         "_meta": {"error": e.code, "message": e.message},
     });
-    serde_json::from_value(value).expect("an error result fits the MCP model")
+    typed(value, "an error result")
 }
 
 /// A library error as a JSON-RPC error (for methods other than `tools/call`, whose
@@ -109,5 +120,5 @@ pub fn own(text: String, structured: Value) -> CallToolResult {
         "structuredContent": structured,
         "isError": false,
     });
-    serde_json::from_value(value).expect("an own-tool result fits the MCP model")
+    typed(value, "an own-tool result")
 }

@@ -186,6 +186,55 @@ pub fn root_uri(path: &str) -> String {
     }
 }
 
+impl AirlockClient {
+    /// A server's sampling request, answered by the agent's client (its text scrubbed of
+    /// the service's secrets on the way); refused when the agent's client cannot sample.
+    pub(super) async fn answer_sampling(
+        &self,
+        params: CreateMessageRequestParams,
+    ) -> Result<CreateMessageResult, McpError> {
+        match self.agent_client() {
+            Some(agent) if agent.capabilities().sampling => {
+                agent
+                    .create_message(self.service.clone(), self.scrubbed(params))
+                    .await
+            }
+            _ => Err(McpError::method_not_found::<
+                rmcp::model::CreateMessageRequestMethod,
+            >()),
+        }
+    }
+
+    /// A server's question for the user, asked through the agent's client (its text
+    /// scrubbed of the service's secrets on the way); refused when the agent's client
+    /// cannot be asked.
+    pub(super) async fn answer_elicitation(
+        &self,
+        request: ElicitRequestParams,
+    ) -> Result<ElicitResult, McpError> {
+        match self.agent_client() {
+            Some(agent) if agent.capabilities().elicitation => {
+                agent
+                    .elicit(self.service.clone(), self.scrubbed(request))
+                    .await
+            }
+            _ => Err(McpError::method_not_found::<
+                rmcp::model::ElicitationCreateRequestMethod,
+            >()),
+        }
+    }
+
+    /// The roots this session answers `roots/list` with.
+    pub(super) fn roots_result(&self) -> ListRootsResult {
+        ListRootsResult::new(
+            self.roots()
+                .iter()
+                .map(|p| Root::new(root_uri(p)))
+                .collect(),
+        )
+    }
+}
+
 impl ClientHandler for AirlockClient {
     fn get_info(&self) -> ClientConfig {
         let mut capabilities = ClientCapabilities::builder()
@@ -212,10 +261,7 @@ impl ClientHandler for AirlockClient {
         &self,
         _context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, McpError> {
-        let roots = self.roots();
-        Ok(ListRootsResult::new(
-            roots.iter().map(|p| Root::new(root_uri(p))).collect(),
-        ))
+        Ok(self.roots_result())
     }
 
     async fn create_message(
@@ -223,16 +269,7 @@ impl ClientHandler for AirlockClient {
         params: CreateMessageRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, McpError> {
-        match self.agent_client() {
-            Some(agent) if agent.capabilities().sampling => {
-                agent
-                    .create_message(self.service.clone(), self.scrubbed(params))
-                    .await
-            }
-            _ => Err(McpError::method_not_found::<
-                rmcp::model::CreateMessageRequestMethod,
-            >()),
-        }
+        self.answer_sampling(params).await
     }
 
     async fn create_elicitation(
@@ -240,16 +277,7 @@ impl ClientHandler for AirlockClient {
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
-        match self.agent_client() {
-            Some(agent) if agent.capabilities().elicitation => {
-                agent
-                    .elicit(self.service.clone(), self.scrubbed(request))
-                    .await
-            }
-            _ => Err(McpError::method_not_found::<
-                rmcp::model::ElicitationCreateRequestMethod,
-            >()),
-        }
+        self.answer_elicitation(request).await
     }
 
     async fn on_logging_message(

@@ -8,7 +8,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use rmcp::service::{ClientInitializeError, serve_client};
+use rmcp::model::ProtocolVersion;
+use rmcp::service::{
+    ClientInitializeError, ClientLifecycleMode, serve_client, serve_client_with_lifecycle,
+};
 use rmcp::transport::streamable_http_client::StreamableHttpError;
 use tokio::sync::mpsc;
 
@@ -146,6 +149,18 @@ fn refused_token(name: &str, auth: &Auth) -> String {
     }
 }
 
+/// How a session starts on stdio and streamable HTTP: `server/discover` at 2026-07-28
+/// first, and the `initialize` handshake at 2025-11-25 (the server may answer an older
+/// revision) when the server shows it is of the handshake era — an error answer to the
+/// probe, or none within rmcp's probe timeout. This is the official clients' `auto` mode.
+/// The legacy SSE transport predates 2026-07-28 and goes straight to `initialize`.
+fn newest_offered() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    }
+}
+
 /// Why a streamable-HTTP handshake failed, as far as choosing what to do next goes.
 enum HttpFailure {
     /// The server wants (other) credentials; the challenge, when it sent one.
@@ -207,7 +222,11 @@ impl Session {
     ) -> Result<Session, SessionError> {
         let (mut process, stdout, stdin) = ServerProcess::spawn(spec)?;
         let transport = ProgressTap::new(crate::transport::stdio(stdout, stdin), client.clone());
-        let outcome = tokio::time::timeout(timeout, serve_client(client.clone(), transport)).await;
+        let outcome = tokio::time::timeout(
+            timeout,
+            serve_client_with_lifecycle(client.clone(), transport, newest_offered()),
+        )
+        .await;
         let service = match outcome {
             Ok(Ok(service)) => service,
             Ok(Err(e)) => {
@@ -244,8 +263,11 @@ impl Session {
         let transport = crate::transport::streamable_http(url, headers)
             .map_err(|e| SessionError::Handshake(e.to_string(), String::new()))?;
         let transport = ProgressTap::new(transport, client.clone());
-        let first = match tokio::time::timeout(timeout, serve_client(client.clone(), transport))
-            .await
+        let first = match tokio::time::timeout(
+            timeout,
+            serve_client_with_lifecycle(client.clone(), transport, newest_offered()),
+        )
+        .await
         {
             Ok(Ok(service)) => {
                 return Session::finish(service, client, None, TransportKind::StreamableHttp).await;

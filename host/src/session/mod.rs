@@ -1,5 +1,5 @@
-//! One MCP session with one server: the handshake (asking for 2025-11-25, accepting the
-//! older versions Airlock supports), over stdio or HTTP (streamable HTTP first, legacy
+//! One MCP session with one server: the start (`server/discover` at 2026-07-28, else the
+//! `initialize` handshake at 2025-11-25, accepting the older versions Airlock supports), over stdio or HTTP (streamable HTTP first, legacy
 //! SSE as the fallback); `tools/list`, `tools/call` with timeout, cancellation and
 //! progress; resources and prompts; roots updates; and a close that ends the process.
 //!
@@ -15,6 +15,7 @@ mod client;
 mod connect;
 mod drain;
 mod identity;
+mod input;
 pub mod pool;
 mod progress;
 
@@ -42,9 +43,15 @@ pub use pool::{AcquireError, LiveSession, SessionPool};
 use crate::error::{CallError, ErrorCode};
 use crate::launch::{DEFAULT_KILL_GRACE, ServerProcess};
 
-/// The protocol versions Airlock speaks, newest first. The handshake asks for the first.
-pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] =
-    &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// The protocol versions Airlock speaks, newest first. A session probes `server/discover`
+/// at the first and falls back to `initialize` at the second.
+pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] = &[
+    "2026-07-28",
+    "2025-11-25",
+    "2025-06-18",
+    "2025-03-26",
+    "2024-11-05",
+];
 
 /// Why a session could not be opened or used.
 #[derive(Debug, thiserror::Error)]
@@ -365,27 +372,43 @@ impl Session {
         .await
     }
 
+    /// Sends `request` and reads its result as MCP JSON; a 2026-07-28 server's
+    /// `input_required` answers are given through the agent's client, each round within
+    /// `timeout`.
     async fn request(
         &self,
-        request: ClientRequest,
+        mut request: ClientRequest,
         timeout: Duration,
         what: &str,
     ) -> Result<Value, CallError> {
-        let handle = self
-            .service
-            .peer()
-            .send_request_with_option(request, PeerRequestOptions::with_timeout(timeout))
-            .await
-            .map_err(|e| service_error(e, what))?;
-        let result = handle
-            .await_response()
-            .await
-            .map_err(|e| service_error(e, what))?;
-        Ok(serde_json::to_value(result).unwrap_or_default())
+        for _ in 0..=input::MAX_INPUT_ROUNDS {
+            let handle = self
+                .service
+                .peer()
+                .send_request_with_option(
+                    request.clone(),
+                    PeerRequestOptions::with_timeout(timeout),
+                )
+                .await
+                .map_err(|e| service_error(e, what))?;
+            let answer = handle
+                .await_response()
+                .await
+                .map_err(|e| service_error(e, what))?;
+            match self.client.next_round(request, answer, what).await? {
+                input::Round::Again(again) => request = again,
+                input::Round::Done(result) => {
+                    return Ok(serde_json::to_value(result).unwrap_or_default());
+                }
+            }
+        }
+        Err(input::too_many_rounds(what))
     }
 
     /// Calls a tool. The result is the server's `CallToolResult` as JSON (whatever its
     /// blocks, none dropped). Timeout and cancellation send `notifications/cancelled`.
+    /// A 2026-07-28 server's `input_required` answers are given through the agent's
+    /// client and the call goes on, within the same timeout.
     pub async fn call_tool(
         &self,
         raw_name: &str,
@@ -394,7 +417,54 @@ impl Session {
     ) -> Result<CallReply, CallError> {
         let warning = self.drain.wait_turn(control.cancel.as_ref()).await?;
         let params = CallToolRequestParams::new(raw_name.to_string()).with_arguments(arguments);
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let deadline = control.timeout.map(|t| tokio::time::Instant::now() + t);
+        let cancel = control.cancel.clone().unwrap_or_default();
+        for _ in 0..=input::MAX_INPUT_ROUNDS {
+            let answer = self
+                .call_round(request.clone(), raw_name, &control, deadline, &cancel)
+                .await?;
+            let next = tokio::select! {
+                next = self.client.next_round(request, answer, raw_name) => next?,
+                _ = until(deadline) => return Err(timed_out(raw_name, control.timeout)),
+                _ = cancel.cancelled() => return Err(cancelled(raw_name)),
+            };
+            let result = match next {
+                input::Round::Again(again) => {
+                    request = again;
+                    continue;
+                }
+                input::Round::Done(ServerResult::CallToolResult(result)) => {
+                    serde_json::to_value(result).unwrap_or_default()
+                }
+                input::Round::Done(ServerResult::CustomResult(custom)) => custom.0,
+                input::Round::Done(other) => {
+                    return Err(CallError::new(
+                        ErrorCode::ToolError,
+                        format!(
+                            "the server answered tools/call with an unexpected result: {}",
+                            serde_json::to_string(&other).unwrap_or_default()
+                        ),
+                    ));
+                }
+            };
+            return Ok(CallReply { result, warning });
+        }
+        Err(input::too_many_rounds(raw_name))
+    }
+
+    /// Sends one round of a `tools/call` and waits for its answer, its progress routed to
+    /// the caller; at the deadline or on cancellation the server is sent
+    /// `notifications/cancelled` and the call is abandoned (the grace period then watches
+    /// for its late answer).
+    async fn call_round(
+        &self,
+        request: ClientRequest,
+        raw_name: &str,
+        control: &CallControl,
+        deadline: Option<tokio::time::Instant>,
+        cancel: &CancellationToken,
+    ) -> Result<ServerResult, CallError> {
         let handle = self
             .service
             .peer()
@@ -407,70 +477,38 @@ impl Session {
         }
         let id = handle.id.clone();
         let mut rx = handle.rx;
-        let timeout = control.timeout.unwrap_or(Duration::MAX);
-        let cancel = control.cancel.clone().unwrap_or_default();
         let outcome = tokio::select! {
             response = &mut rx => Some(response),
-            _ = tokio::time::sleep(timeout) => None,
+            _ = until(deadline) => None,
             _ = cancel.cancelled() => None,
         };
         self.client.unroute_progress(&token);
-        let response = match outcome {
-            Some(response) => response,
-            None => {
-                let reason = if cancel.is_cancelled() {
-                    "cancelled by the caller"
-                } else {
-                    "timed out"
-                };
-                // Sent as a raw notification: rmcp would otherwise drop the pending
-                // response on its own cancellation, and the grace period needs to see
-                // whether the server still answers.
-                let params = serde_json::json!({"requestId": id, "reason": reason});
-                let notification = ClientNotification::CustomNotification(CustomNotification::new(
-                    "notifications/cancelled",
-                    Some(params),
-                ));
-                let _ = self.service.peer().send_notification(notification).await;
-                self.drain.start(rx);
-                return Err(if cancel.is_cancelled() {
-                    CallError::new(
-                        ErrorCode::Cancelled,
-                        format!(
-                            "the call to \"{raw_name}\" was cancelled; the server was sent a cancellation"
-                        ),
-                    )
-                } else {
-                    CallError::new(
-                        ErrorCode::Timeout,
-                        format!(
-                            "tool \"{raw_name}\" did not answer within {:.1} s; the server was sent a cancellation",
-                            timeout.as_secs_f64()
-                        ),
-                    )
-                });
-            }
+        let Some(response) = outcome else {
+            let reason = if cancel.is_cancelled() {
+                "cancelled by the caller"
+            } else {
+                "timed out"
+            };
+            // Sent as a raw notification: rmcp would otherwise drop the pending
+            // response on its own cancellation, and the grace period needs to see
+            // whether the server still answers.
+            let params = serde_json::json!({"requestId": id, "reason": reason});
+            let notification = ClientNotification::CustomNotification(CustomNotification::new(
+                "notifications/cancelled",
+                Some(params),
+            ));
+            let _ = self.service.peer().send_notification(notification).await;
+            self.drain.start(rx);
+            return Err(if cancel.is_cancelled() {
+                cancelled(raw_name)
+            } else {
+                timed_out(raw_name, control.timeout)
+            });
         };
-        let result = match response
+        response
             .map_err(|_| ServiceError::TransportClosed)
             .and_then(|r| r)
-        {
-            Ok(ServerResult::CallToolResult(result)) => {
-                serde_json::to_value(result).unwrap_or_default()
-            }
-            Ok(ServerResult::CustomResult(custom)) => custom.0,
-            Ok(other) => {
-                return Err(CallError::new(
-                    ErrorCode::ToolError,
-                    format!(
-                        "the server answered tools/call with an unexpected result: {}",
-                        serde_json::to_string(&other).unwrap_or_default()
-                    ),
-                ));
-            }
-            Err(e) => return Err(service_error(e, raw_name)),
-        };
-        Ok(CallReply { result, warning })
+            .map_err(|e| service_error(e, raw_name))
     }
 
     /// Replaces the roots and tells the server (`notifications/roots/list_changed`).
@@ -530,6 +568,33 @@ impl SessionHandle {
             .map(|t| serde_json::to_value(t).unwrap_or_default())
             .collect())
     }
+}
+
+/// Resolves at `deadline`; never without one.
+async fn until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A tool call the caller cancelled.
+fn cancelled(raw_name: &str) -> CallError {
+    CallError::new(
+        ErrorCode::Cancelled,
+        format!("the call to \"{raw_name}\" was cancelled; the server was sent a cancellation"),
+    )
+}
+
+/// A tool call past its timeout.
+fn timed_out(raw_name: &str, timeout: Option<Duration>) -> CallError {
+    CallError::new(
+        ErrorCode::Timeout,
+        format!(
+            "tool \"{raw_name}\" did not answer within {:.1} s; the server was sent a cancellation",
+            timeout.unwrap_or_default().as_secs_f64()
+        ),
+    )
 }
 
 /// Maps an rmcp error on a request to Airlock's error codes.

@@ -1,0 +1,75 @@
+"""A test server on the official Python SDK 2.x (`MCPServer`), which speaks 2026-07-28
+and every handshake-era revision.
+
+Usage:
+    modern_server.py stdio
+    modern_server.py http PORT      stateless streamable HTTP on 127.0.0.1:PORT/mcp
+
+Tools: `echo`, `leak_secret` (returns SERVICE_TOKEN), and `confirm`, which asks its user
+a question through a resolver: a mid-call elicitation request on a handshake-era
+connection, an `input_required` result on a 2026-07-28 one. The question carries
+SERVICE_TOKEN, so a test can see that it was redacted on its way to the user.
+A resource `note://readme` and a prompt `greet`.
+"""
+
+import os
+import sys
+from typing import Annotated
+
+from pydantic import BaseModel
+
+from mcp.server.mcpserver import Elicit, MCPServer, Resolve
+
+TOKEN = os.environ.get("SERVICE_TOKEN", "")
+
+mcp = MCPServer("modern")
+
+
+class Approval(BaseModel):
+    ok: bool
+
+
+@mcp.tool()
+def echo(text: str) -> str:
+    """Echoes its text."""
+    return text
+
+
+@mcp.tool()
+def leak_secret() -> str:
+    """Returns the service token (Airlock must redact it)."""
+    return "connected with token=" + TOKEN + " (keep it safe)"
+
+
+def ask(action: str) -> Elicit[Approval]:
+    return Elicit(f"Really {action}? (asked with token {TOKEN})", Approval)
+
+
+@mcp.tool()
+def confirm(action: str, answer: Annotated[Approval, Resolve(ask)]) -> str:
+    """Asks the user to confirm an action, then says what they answered."""
+    return f"{action}: {'approved' if answer.ok else 'refused'}"
+
+
+@mcp.resource("note://readme")
+def readme() -> str:
+    """A note."""
+    return "the readme says hello"
+
+
+@mcp.prompt()
+def greet(name: str) -> str:
+    """Greets someone."""
+    return f"Say hello to {name}."
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "http":
+        mcp.run(
+            "streamable-http",
+            host="127.0.0.1",
+            port=int(sys.argv[2]),
+            stateless_http=True,
+        )
+    else:
+        mcp.run("stdio")

@@ -1,0 +1,277 @@
+//! MCP 2026-07-28 beside the handshake era, on both sides of `airlock serve`, with the
+//! newest official Python SDK (2.x) as the real peers: its `Client` in `auto`, pinned
+//! `2026-07-28` and `legacy` modes in front (stdio and HTTP), and its `MCPServer` behind
+//! (stdio, and stateless streamable HTTP that checks the routing headers), beside a
+//! handshake-era twin on the 1.x SDK. Every combination lists, calls (a known secret
+//! redacted), reads a resource, gets a prompt, and answers an upstream's question.
+
+mod support;
+
+use std::process::Command;
+
+use serde_json::{Value, json};
+use support::{
+    Background, HttpGateway, Workspace, airlock_bin, free_port, modern_peer, modern_python,
+    plugin_cache, python, python_server, serve_args, start_http_server, toml_str,
+};
+
+const SECRET: &str = "era-secret-7c41d09b2e";
+
+/// The three upstreams: `m` (SDK 2.x over stdio: 2026-07-28), `h` (SDK 2.x over stateless
+/// streamable HTTP: 2026-07-28, its only way to ask a question), and `l` (SDK 1.x over
+/// stdio: the handshake era). Each knows the same secret; for `h` Airlock learns it from
+/// a credential-named header.
+struct Upstreams {
+    ws: Workspace,
+    _http: Background,
+    http_url: String,
+}
+
+fn upstreams(extra: &str) -> Upstreams {
+    let port = free_port();
+    let http = start_http_server(
+        &modern_python().display().to_string(),
+        &[
+            &modern_peer("modern_server.py").display().to_string(),
+            "http",
+            &port.to_string(),
+        ],
+        &[("SERVICE_TOKEN", SECRET)],
+        port,
+    );
+    let http_url = format!("http://127.0.0.1:{port}/mcp");
+    let ws = Workspace::new(&format!(
+        "[mcp_servers.m]\ncommand = {}\nargs = [{}, \"stdio\"]\nenv = {{ SERVICE_TOKEN = {secret} }}\n\n\
+         [mcp_servers.h]\ntype = \"http\"\nurl = {}\nheaders = {{ X_API_TOKEN = {secret} }}\n\n\
+         [mcp_servers.l]\ncommand = {}\nargs = [{}]\nenv = {{ SERVICE_TOKEN = {secret} }}\n{extra}\n",
+        toml_str(modern_python().display().to_string()),
+        toml_str(modern_peer("modern_server.py").display().to_string()),
+        toml_str(&http_url),
+        toml_str(python().display().to_string()),
+        toml_str(python_server("handshake_server.py").display().to_string()),
+        secret = toml_str(SECRET),
+    ));
+    Upstreams {
+        ws,
+        _http: http,
+        http_url,
+    }
+}
+
+/// Runs the SDK 2.x client in `mode` against the services, and parses its report.
+fn modern_client(ws: &Workspace, mode: &str, target: &[String]) -> Value {
+    let out = Command::new(modern_python())
+        .arg(modern_peer("modern_client.py"))
+        .arg(mode)
+        .arg("m,h,l")
+        .args(target)
+        // A gateway over stdio inherits these: the compiled plugins, no user config.
+        .env("AIRLOCK_PLUGIN_CACHE", plugin_cache())
+        .env("AIRLOCK_CONFIG", ws.dir.path().join("no-user-config.toml"))
+        .output()
+        .expect("run modern_client.py");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the SDK 2.x client ({mode}) failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).expect("one JSON report")
+}
+
+fn stdio_target(ws: &Workspace) -> Vec<String> {
+    let mut target = vec!["--stdio".to_string(), airlock_bin().display().to_string()];
+    target.extend(serve_args(ws, &["serve"]));
+    target
+}
+
+/// What every client era must see through Airlock, whatever the upstream's era.
+fn assert_walk(report: &Value, mode: &str) {
+    let expected_version = if mode == "legacy" {
+        "2025-11-25"
+    } else {
+        "2026-07-28"
+    };
+    assert_eq!(report["protocol_version"], expected_version, "{report:#}");
+    let tools = report["tools"].as_array().expect("tools listed");
+    for service in ["m", "h", "l"] {
+        for tool in ["echo", "leak_secret", "confirm"] {
+            let name = json!(format!("mcp__{service}__{tool}"));
+            assert!(tools.contains(&name), "{name} missing: {report:#}");
+        }
+        let seen = &report["services"][service];
+        let leak = seen["leak"]["text"].as_str().unwrap_or_default();
+        assert!(
+            leak.starts_with("connected with token=") && !leak.contains(SECRET),
+            "{service}: the secret was not redacted: {seen:#}"
+        );
+        assert_eq!(seen["leak"]["is_error"], false, "{seen:#}");
+        assert_eq!(
+            seen["resource"]["text"], "the readme says hello",
+            "{service}: {seen:#}"
+        );
+        assert_eq!(
+            seen["prompt"]["text"], "Say hello to Ada.",
+            "{service}: {seen:#}"
+        );
+    }
+}
+
+/// A handshake-era client is asked each upstream's question as an `elicitation/create`,
+/// the secret in it redacted, and its answer reaches the upstream (a 2026-07-28 one as
+/// the `inputResponses` of the retried request).
+fn assert_questions_answered(report: &Value) {
+    for service in ["m", "h", "l"] {
+        let confirm = &report["services"][service]["confirm"];
+        assert_eq!(confirm["text"], "wipe: approved", "{service}: {confirm:#}");
+        let questions = confirm["questions"].as_array().expect("questions");
+        assert_eq!(questions.len(), 1, "{service}: {confirm:#}");
+        let question = questions[0].as_str().unwrap_or_default();
+        assert!(
+            question.starts_with("Really wipe? (asked with token ") && !question.contains(SECRET),
+            "{service}: the question's secret was not redacted: {question}"
+        );
+    }
+}
+
+#[test]
+fn every_client_era_over_stdio_reaches_every_upstream_era() {
+    let up = upstreams("");
+    for mode in ["auto", "2026-07-28", "legacy"] {
+        let report = modern_client(&up.ws, mode, &stdio_target(&up.ws));
+        assert_walk(&report, mode);
+        if mode == "legacy" {
+            assert_questions_answered(&report);
+        }
+    }
+}
+
+#[test]
+fn every_client_era_over_http_reaches_every_upstream_era() {
+    let up = upstreams("");
+    let gateway = HttpGateway::start(&up.ws, &[]);
+    for mode in ["auto", "2026-07-28", "legacy"] {
+        let report = modern_client(&up.ws, mode, &["--http".to_string(), gateway.url.clone()]);
+        assert_walk(&report, mode);
+        if mode == "legacy" {
+            assert_questions_answered(&report);
+        }
+    }
+}
+
+#[test]
+fn a_handshake_era_client_and_a_modern_one_share_one_http_gateway_at_once() {
+    let up = upstreams("");
+    // Each client is its own agent, named per request by its bearer token (a 2026-07-28
+    // client holds no session): a question goes to the client whose call asked it.
+    let token = |agent: &str| {
+        let (made, _) = up
+            .ws
+            .json(&["--agent", agent, "serve", "tokens", "add"], &[]);
+        made["token"].as_str().expect("a token").to_string()
+    };
+    let clients = [
+        ("legacy", token("ada")),
+        ("2026-07-28", token("bo")),
+        ("auto", token("cy")),
+    ];
+    let gateway = HttpGateway::start(&up.ws, &[]);
+    let reports: Vec<(&str, Value)> = std::thread::scope(|scope| {
+        let running: Vec<_> = clients
+            .iter()
+            .map(|(mode, token)| {
+                let target = [
+                    "--http".to_string(),
+                    gateway.url.clone(),
+                    "--token".to_string(),
+                    token.clone(),
+                ];
+                let ws = &up.ws;
+                scope.spawn(move || (*mode, modern_client(ws, mode, &target)))
+            })
+            .collect();
+        running
+            .into_iter()
+            .map(|c| c.join().expect("a client thread"))
+            .collect()
+    });
+    for (mode, report) in reports {
+        assert_walk(&report, mode);
+        if mode == "legacy" {
+            assert_questions_answered(&report);
+        }
+    }
+}
+
+#[test]
+fn status_shows_the_revision_each_upstream_chose() {
+    let up = upstreams("");
+    let (status, out) = up.ws.json(&["status"], &[]);
+    assert!(out.status.success(), "{status:#}");
+    let text = status.to_string();
+    let version_of = |service: &str| -> String {
+        let services = status["services"].as_array().expect("services");
+        let entry = services
+            .iter()
+            .find(|s| s["service"] == service)
+            .unwrap_or_else(|| panic!("{service} missing: {text}"));
+        entry["server"]["protocol_version"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(version_of("m"), "2026-07-28", "{text}");
+    assert_eq!(version_of("h"), "2026-07-28", "{text}");
+    assert_eq!(version_of("l"), "2025-11-25", "{text}");
+}
+
+/// The SDK's HTTP server checks `Mcp-Name` against the body and refuses a mismatch; so a
+/// call through Airlock, whose qualified name (`mcp__h__echo`) differs from the server's
+/// own (`echo`), works only if Airlock sends the server's name.
+#[test]
+fn routing_headers_name_the_servers_own_tool() {
+    let up = upstreams("");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let refused = rt.block_on(async {
+        let body = json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {
+                "name": "echo", "arguments": {"text": "hi"},
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientInfo": {"name": "probe", "version": "1"},
+                    "io.modelcontextprotocol/clientCapabilities": {}
+                }
+            }
+        });
+        reqwest::Client::new()
+            .post(&up.http_url)
+            .header("Accept", "application/json, text/event-stream")
+            .header("Mcp-Protocol-Version", "2026-07-28")
+            .header("Mcp-Method", "tools/call")
+            .header("Mcp-Name", "mcp__h__echo")
+            .json(&body)
+            .send()
+            .await
+            .expect("the upstream answers")
+    });
+    let status = refused.status();
+    let text = rt.block_on(refused.text()).unwrap_or_default();
+    assert!(
+        status.is_client_error() || text.contains("Mcp-Name"),
+        "the upstream accepted a wrong Mcp-Name ({status}): {text}"
+    );
+    for word in ["one", "two", "three"] {
+        let (call, _) = up.ws.json(
+            &[
+                "call",
+                "mcp__h__echo",
+                "--args",
+                &json!({"text": word}).to_string(),
+            ],
+            &[],
+        );
+        assert_eq!(call["ok"], true, "{call:#}");
+        assert_eq!(call["text"], word, "{call:#}");
+    }
+}

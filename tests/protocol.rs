@@ -275,3 +275,100 @@ fn routing_headers_name_the_servers_own_tool() {
         assert_eq!(call["text"], word, "{call:#}");
     }
 }
+
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+/// One stateless 2026-07-28 `tools/call` to `airlock serve --http`: no `initialize`, no
+/// session id; the client's context in `_meta`. Returns the JSON-RPC response and
+/// whether the gateway handed out a session id.
+fn stateless_call(
+    rt: &tokio::runtime::Runtime,
+    url: &str,
+    tool: &str,
+    extra_meta: Value,
+    headers: &[(&str, &str)],
+) -> (Value, bool) {
+    let mut meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-probe", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    meta.as_object_mut()
+        .unwrap()
+        .extend(extra_meta.as_object().cloned().unwrap_or_default());
+    let body = json!({
+        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": tool, "arguments": {}, "_meta": meta},
+    });
+    rt.block_on(async {
+        let mut request = reqwest::Client::new()
+            .post(url)
+            .header("Accept", "application/json, text/event-stream")
+            .header("Mcp-Protocol-Version", "2026-07-28")
+            .header("Mcp-Method", "tools/call")
+            .header("Mcp-Name", tool)
+            .json(&body);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await.expect("the gateway answers");
+        let session = response.headers().contains_key("mcp-session-id");
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        assert!(status.is_success(), "{status}: {text}");
+        // A JSON body, or an SSE stream whose data line holds the response.
+        let json = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:").map(str::trim).or(Some(l)))
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v.get("id") == Some(&json!(7)))
+            .unwrap_or_else(|| panic!("no response in: {text}"));
+        (json, session)
+    })
+}
+
+#[test]
+fn a_stateless_request_is_served_and_its_trace_reaches_the_upstream() {
+    let up = upstreams("");
+    let gateway = HttpGateway::start(&up.ws, &[]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for service in ["m", "h"] {
+        let tool = format!("mcp__{service}__traceparent");
+        // In the request's _meta (SEP-414).
+        let (response, session) = stateless_call(
+            &rt,
+            &gateway.url,
+            &tool,
+            json!({"traceparent": TRACEPARENT}),
+            &[],
+        );
+        assert!(!session, "a stateless request was given a session");
+        let result = &response["result"];
+        assert_eq!(result["resultType"], "complete", "{response:#}");
+        assert_eq!(result["content"][0]["text"], TRACEPARENT, "{response:#}");
+        // In the HTTP request's W3C header.
+        let (response, _) = stateless_call(
+            &rt,
+            &gateway.url,
+            &tool,
+            json!({}),
+            &[("traceparent", TRACEPARENT)],
+        );
+        assert_eq!(
+            response["result"]["content"][0]["text"], TRACEPARENT,
+            "{response:#}"
+        );
+        // A malformed one is not passed on.
+        let (response, _) = stateless_call(
+            &rt,
+            &gateway.url,
+            &tool,
+            json!({"traceparent": format!("00-{SECRET}-01")}),
+            &[],
+        );
+        assert_eq!(
+            response["result"]["content"][0]["text"], "none",
+            "{response:#}"
+        );
+    }
+}

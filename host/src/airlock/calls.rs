@@ -14,7 +14,7 @@ use crate::error::{CallError, ErrorCode};
 use crate::events::{CallStatus, Event};
 use crate::plugin::{RedactionMark, convert};
 use crate::results::{self, Retained};
-use crate::session::{CallControl, ProgressUpdate};
+use crate::session::{CallControl, ProgressUpdate, TraceContext};
 
 /// How to run one call.
 #[derive(Debug, Clone)]
@@ -27,6 +27,9 @@ pub struct CallOptions {
     pub cancel: Option<CancellationToken>,
     /// Receives the server's progress notifications.
     pub progress: Option<mpsc::UnboundedSender<ProgressUpdate>>,
+    /// The caller's W3C trace context, passed on to the server in the request's `_meta`
+    /// (SEP-414), so the server's spans join the caller's trace.
+    pub trace: Option<TraceContext>,
     /// The preview size for this agent's surface (for example
     /// [`crate::results::COMPACT_PREVIEW`] for models on the compact surface); the
     /// Airlock's default when `None`.
@@ -40,6 +43,7 @@ impl Default for CallOptions {
             timeout: None,
             cancel: None,
             progress: None,
+            trace: None,
             preview: None,
         }
     }
@@ -272,6 +276,7 @@ impl Airlock {
             timeout: Some(options.timeout.unwrap_or(service.config.tool_timeout)),
             cancel: options.cancel.clone(),
             progress: Some(tx),
+            trace: options.trace.clone(),
         };
         let call = async {
             let reply = live

@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 use super::{ServeOptions, ToolSurface, results};
 use crate::catalog::CatalogTool;
-use crate::session::ProgressUpdate;
+use crate::session::{ProgressUpdate, TraceContext};
 use crate::{Airlock, CallError, CallOptions, ErrorCode};
 
 /// What the own tools run against: the Airlock and how it is served.
@@ -206,6 +206,7 @@ async fn call_catalog(
         cancel: Some(ctx.ct.clone()),
         progress: token.is_some().then_some(tx),
         preview: Some(gateway.options.preview),
+        trace: request_trace(ctx),
         ..Default::default()
     };
     let (outcome, ()) = tokio::join!(gateway.airlock.call_with(name, arguments, options), forward);
@@ -339,4 +340,15 @@ fn describe(gateway: &Served<'_>, agent: &str, args: &Value) -> Result<CallToolR
     let definition = catalog_tool_json(&tool);
     let text = serde_json::to_string_pretty(&definition).unwrap_or_default();
     Ok(results::own(text, definition))
+}
+
+/// The client's trace context: `traceparent`/`tracestate` in the request's `_meta`
+/// (SEP-414), else the HTTP request's W3C headers.
+fn request_trace(ctx: &RequestContext<RoleServer>) -> Option<TraceContext> {
+    if let Some(parent) = ctx.meta.get_traceparent() {
+        return TraceContext::new(parent, ctx.meta.get_tracestate());
+    }
+    let headers = &ctx.extensions.get::<http::request::Parts>()?.headers;
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    TraceContext::new(header("traceparent")?, header("tracestate"))
 }

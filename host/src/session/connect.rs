@@ -15,6 +15,7 @@ use rmcp::service::{
 use rmcp::transport::streamable_http_client::StreamableHttpError;
 use tokio::sync::mpsc;
 
+use super::probe::DiscoverGuard;
 use super::progress::ProgressTap;
 use super::{AirlockClient, ServerNotice, Session, SessionError, TransportKind};
 use crate::config::{Auth, ServerConfig, Transport};
@@ -221,7 +222,10 @@ impl Session {
         client: AirlockClient,
     ) -> Result<Session, SessionError> {
         let (mut process, stdout, stdin) = ServerProcess::spawn(spec)?;
-        let transport = ProgressTap::new(crate::transport::stdio(stdout, stdin), client.clone());
+        let transport = ProgressTap::new(
+            DiscoverGuard::new(crate::transport::stdio(stdout, stdin)),
+            client.clone(),
+        );
         let outcome = tokio::time::timeout(
             timeout,
             serve_client_with_lifecycle(client.clone(), transport, newest_offered()),
@@ -262,7 +266,7 @@ impl Session {
         let started = tokio::time::Instant::now();
         let transport = crate::transport::streamable_http(url, headers)
             .map_err(|e| SessionError::Handshake(e.to_string(), String::new()))?;
-        let transport = ProgressTap::new(transport, client.clone());
+        let transport = ProgressTap::new(DiscoverGuard::new(transport), client.clone());
         let first = match tokio::time::timeout(
             timeout,
             serve_client_with_lifecycle(client.clone(), transport, newest_offered()),

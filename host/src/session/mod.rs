@@ -17,7 +17,9 @@ mod drain;
 mod identity;
 mod input;
 pub mod pool;
+mod probe;
 mod progress;
+mod trace;
 
 use std::time::Duration;
 
@@ -39,6 +41,7 @@ pub use drain::DEFAULT_CANCEL_GRACE;
 pub use identity::ServerIdentity;
 use identity::{placeholder_identity, read_identity};
 pub use pool::{AcquireError, LiveSession, SessionPool};
+pub use trace::TraceContext;
 
 use crate::error::{CallError, ErrorCode};
 use crate::launch::{DEFAULT_KILL_GRACE, ServerProcess};
@@ -125,6 +128,8 @@ pub struct CallControl {
     pub cancel: Option<CancellationToken>,
     /// Receives the server's progress notifications for this call.
     pub progress: Option<mpsc::UnboundedSender<ProgressUpdate>>,
+    /// The caller's trace, passed on in the request's `_meta`.
+    pub trace: Option<TraceContext>,
 }
 
 /// A `tools/call` outcome: the result JSON, plus a warning when an earlier cancelled
@@ -416,7 +421,10 @@ impl Session {
         control: CallControl,
     ) -> Result<CallReply, CallError> {
         let warning = self.drain.wait_turn(control.cancel.as_ref()).await?;
-        let params = CallToolRequestParams::new(raw_name.to_string()).with_arguments(arguments);
+        let mut params = CallToolRequestParams::new(raw_name.to_string()).with_arguments(arguments);
+        if let Some(trace) = &control.trace {
+            trace.stamp(&mut params);
+        }
         let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let deadline = control.timeout.map(|t| tokio::time::Instant::now() + t);
         let cancel = control.cancel.clone().unwrap_or_default();

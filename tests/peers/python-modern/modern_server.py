@@ -5,7 +5,8 @@ Usage:
     modern_server.py stdio
     modern_server.py http PORT      stateless streamable HTTP on 127.0.0.1:PORT/mcp
 
-Tools: `echo`, `leak_secret` (returns SERVICE_TOKEN), and `confirm`, which asks its user
+Tools: `echo`, `leak_secret` (returns SERVICE_TOKEN), `traceparent` (the W3C trace
+context its request carried in `_meta`), and `confirm`, which asks its user
 a question through a resolver: a mid-call elicitation request on a handshake-era
 connection, an `input_required` result on a 2026-07-28 one. The question carries
 SERVICE_TOKEN, so a test can see that it was redacted on its way to the user.
@@ -18,7 +19,7 @@ from typing import Annotated
 
 from pydantic import BaseModel
 
-from mcp.server.mcpserver import Elicit, MCPServer, Resolve
+from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
 
 TOKEN = os.environ.get("SERVICE_TOKEN", "")
 
@@ -49,6 +50,17 @@ def ask(action: str) -> Elicit[Approval]:
 def confirm(action: str, answer: Annotated[Approval, Resolve(ask)]) -> str:
     """Asks the user to confirm an action, then says what they answered."""
     return f"{action}: {'approved' if answer.ok else 'refused'}"
+
+
+@mcp.tool()
+def traceparent(ctx: Context) -> str:
+    """Returns the W3C traceparent the request carried in its _meta (or "none")."""
+    meta = ctx.request_context.meta
+    found = meta.get("traceparent") if isinstance(meta, dict) else getattr(meta, "traceparent", None)
+    if found is None and meta is not None:
+        dumped = meta.model_dump(by_alias=True) if hasattr(meta, "model_dump") else {}
+        found = dumped.get("traceparent")
+    return found or "none"
 
 
 @mcp.resource("note://readme")

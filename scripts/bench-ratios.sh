@@ -35,6 +35,7 @@ case "${1:-}" in
         with_storage cargo bench --locked -p airlock-host \
             --bench pipeline --bench catalog_results --bench startup \
             --bench end_to_end --bench concurrency --bench memory --bench second_language \
+            --bench eras \
             --bench storage
         ;;
 esac
@@ -84,6 +85,9 @@ for size, target in (("16B", "≤ 1.10×"), ("4KiB", "≤ 1.10×"), ("1MiB", Non
     pair("gateway", f"call through `airlock serve` (stdio), {size}, vs a plain rmcp client",
          f"call_{size}", "gateway", "baseline", target,
          (lambda x, y, r: r <= 1.10) if target else None)
+for size in ("16B", "4KiB"):
+    pair("eras", f"call through `airlock serve --http`, {size}: a 2026-07-28 client (stateless requests) vs a 2025-11-25 session",
+         f"era_call_{size}", "stateless", "handshake")
 for size in ("1MiB", "32MiB"):
     pair("P3", f"content + redaction of {size}: wasm vs native",
          f"content_redaction_{size}", "wasm", "native", "≤ 1.5×", lambda x, y, r: r <= 1.5)

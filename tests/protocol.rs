@@ -117,9 +117,10 @@ fn assert_walk(report: &Value, mode: &str) {
     }
 }
 
-/// A handshake-era client is asked each upstream's question as an `elicitation/create`,
-/// the secret in it redacted, and its answer reaches the upstream (a 2026-07-28 one as
-/// the `inputResponses` of the retried request).
+/// Each upstream's question reaches the client, the secret in it redacted, and the
+/// client's answer reaches the upstream, across eras: a handshake-era client is asked
+/// with `elicitation/create`, a 2026-07-28 client with an `input_required` result; a
+/// handshake-era upstream asks mid-call, a 2026-07-28 one with `input_required`.
 fn assert_questions_answered(report: &Value) {
     for service in ["m", "h", "l"] {
         let confirm = &report["services"][service]["confirm"];
@@ -140,9 +141,7 @@ fn every_client_era_over_stdio_reaches_every_upstream_era() {
     for mode in ["auto", "2026-07-28", "legacy"] {
         let report = modern_client(&up.ws, mode, &stdio_target(&up.ws));
         assert_walk(&report, mode);
-        if mode == "legacy" {
-            assert_questions_answered(&report);
-        }
+        assert_questions_answered(&report);
     }
 }
 
@@ -153,9 +152,7 @@ fn every_client_era_over_http_reaches_every_upstream_era() {
     for mode in ["auto", "2026-07-28", "legacy"] {
         let report = modern_client(&up.ws, mode, &["--http".to_string(), gateway.url.clone()]);
         assert_walk(&report, mode);
-        if mode == "legacy" {
-            assert_questions_answered(&report);
-        }
+        assert_questions_answered(&report);
     }
 }
 
@@ -197,9 +194,7 @@ fn a_handshake_era_client_and_a_modern_one_share_one_http_gateway_at_once() {
     });
     for (mode, report) in reports {
         assert_walk(&report, mode);
-        if mode == "legacy" {
-            assert_questions_answered(&report);
-        }
+        assert_questions_answered(&report);
     }
 }
 
@@ -288,6 +283,18 @@ fn stateless_call(
     extra_meta: Value,
     headers: &[(&str, &str)],
 ) -> (Value, bool) {
+    stateless_request(rt, url, tool, json!({}), extra_meta, headers)
+}
+
+/// [`stateless_call`] with more `params` (`requestState`, `inputResponses`, `arguments`).
+fn stateless_request(
+    rt: &tokio::runtime::Runtime,
+    url: &str,
+    tool: &str,
+    params: Value,
+    extra_meta: Value,
+    headers: &[(&str, &str)],
+) -> (Value, bool) {
     let mut meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "raw-probe", "version": "1"},
@@ -296,10 +303,14 @@ fn stateless_call(
     meta.as_object_mut()
         .unwrap()
         .extend(extra_meta.as_object().cloned().unwrap_or_default());
-    let body = json!({
+    let mut body = json!({
         "jsonrpc": "2.0", "id": 7, "method": "tools/call",
         "params": {"name": tool, "arguments": {}, "_meta": meta},
     });
+    body["params"]
+        .as_object_mut()
+        .unwrap()
+        .extend(params.as_object().cloned().unwrap_or_default());
     rt.block_on(async {
         let mut request = reqwest::Client::new()
             .post(url)
@@ -369,6 +380,180 @@ fn a_stateless_request_is_served_and_its_trace_reaches_the_upstream() {
         assert_eq!(
             response["result"]["content"][0]["text"], "none",
             "{response:#}"
+        );
+    }
+}
+
+/// An embedder's per-call asker that says yes and counts the questions.
+struct YesSayer(std::sync::atomic::AtomicUsize);
+
+impl airlock_host::session::AgentClient for YesSayer {
+    fn capabilities(&self) -> airlock_host::session::AgentCapabilities {
+        airlock_host::session::AgentCapabilities {
+            sampling: false,
+            elicitation: true,
+        }
+    }
+    fn create_message(
+        &self,
+        _service: String,
+        _params: rmcp::model::CreateMessageRequestParams,
+    ) -> airlock_host::session::AgentFuture<rmcp::model::CreateMessageResult> {
+        Box::pin(async { Err(rmcp::ErrorData::invalid_request("no sampling", None)) })
+    }
+    fn elicit(
+        &self,
+        _service: String,
+        params: rmcp::model::ElicitRequestParams,
+    ) -> airlock_host::session::AgentFuture<rmcp::model::ElicitResult> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let text = serde_json::to_value(&params).unwrap().to_string();
+        assert!(
+            !text.contains(SECRET),
+            "a question carried the secret: {text}"
+        );
+        Box::pin(async {
+            Ok(
+                serde_json::from_value(json!({"action": "accept", "content": {"ok": true}}))
+                    .unwrap(),
+            )
+        })
+    }
+    fn log(&self, _service: &str, _message: rmcp::model::LoggingMessageNotificationParam) {}
+}
+
+/// An embedder answers a call's questions with `CallOptions::asker`; a server that keeps
+/// asking is stopped after eight answered rounds with an error saying so.
+#[tokio::test]
+async fn an_embedder_answers_per_call_and_a_server_that_keeps_asking_is_stopped() {
+    use airlock_host::{Airlock, CallOptions};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let up = upstreams("");
+    let airlock = Airlock::start(up.ws.load(), up.ws.options()).await.unwrap();
+    for service in ["m", "h", "l"] {
+        let asker = Arc::new(YesSayer(AtomicUsize::new(0)));
+        let options = CallOptions {
+            asker: Some(asker.clone()),
+            ..Default::default()
+        };
+        let out = airlock
+            .call_with(
+                &format!("mcp__{service}__confirm"),
+                json!({"action": "wipe"}),
+                options,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{service}: {e}"));
+        assert_eq!(out.content[0]["text"], "wipe: approved", "{service}");
+        assert_eq!(asker.0.load(Ordering::SeqCst), 1, "{service}");
+    }
+    let asker = Arc::new(YesSayer(AtomicUsize::new(0)));
+    let options = CallOptions {
+        asker: Some(asker.clone()),
+        ..Default::default()
+    };
+    let refused = airlock
+        .call_with("mcp__m__nag", json!({"action": "go"}), options)
+        .await
+        .expect_err("a server that never finishes is refused");
+    assert!(
+        refused.message.contains("asked for input 8 times"),
+        "{refused:?}"
+    );
+    assert_eq!(asker.0.load(Ordering::SeqCst), 8);
+    airlock.close().await;
+}
+
+/// A 2026-07-28 client's question round trip, by hand: the call answers `input_required`
+/// with the upstream's question (its secret redacted) and an opaque `requestState`;
+/// another agent presenting that state is refused and changes nothing; the asking agent's
+/// retry with the answer completes the call; the same state is not accepted twice.
+#[test]
+fn a_suspended_call_answers_only_its_own_agent() {
+    let up = upstreams("");
+    let token = |agent: &str| {
+        let (made, _) = up
+            .ws
+            .json(&["--agent", agent, "serve", "tokens", "add"], &[]);
+        format!("Bearer {}", made["token"].as_str().expect("a token"))
+    };
+    let (ada, eve) = (token("ada"), token("eve"));
+    let gateway = HttpGateway::start(&up.ws, &[]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let can_elicit = json!({"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}});
+    for service in ["m", "l"] {
+        let tool = format!("mcp__{service}__confirm");
+        let args = json!({"arguments": {"action": "wipe"}});
+        let (asked, _) = stateless_request(
+            &rt,
+            &gateway.url,
+            &tool,
+            args.clone(),
+            can_elicit.clone(),
+            &[("Authorization", &ada)],
+        );
+        let result = &asked["result"];
+        assert_eq!(result["resultType"], "input_required", "{asked:#}");
+        let state = result["requestState"]
+            .as_str()
+            .expect("a requestState")
+            .to_string();
+        let (key, question) = result["inputRequests"]
+            .as_object()
+            .and_then(|r| r.iter().next())
+            .expect("one question");
+        let message = question["params"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("Really wipe?") && !message.contains(SECRET),
+            "{service}: {question:#}"
+        );
+        let answer = json!({
+            "requestState": state,
+            "inputResponses": {key.clone(): {"action": "accept", "content": {"ok": true}}},
+        });
+        let mut retry = args.clone();
+        retry
+            .as_object_mut()
+            .unwrap()
+            .extend(answer.as_object().cloned().unwrap());
+        let (stolen, _) = stateless_request(
+            &rt,
+            &gateway.url,
+            &tool,
+            retry.clone(),
+            can_elicit.clone(),
+            &[("Authorization", &eve)],
+        );
+        assert!(
+            stolen["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("requestState")),
+            "another agent resumed the call: {stolen:#}"
+        );
+        let (done, _) = stateless_request(
+            &rt,
+            &gateway.url,
+            &tool,
+            retry.clone(),
+            can_elicit.clone(),
+            &[("Authorization", &ada)],
+        );
+        assert_eq!(
+            done["result"]["content"][0]["text"], "wipe: approved",
+            "{done:#}"
+        );
+        let (again, _) = stateless_request(
+            &rt,
+            &gateway.url,
+            &tool,
+            retry,
+            can_elicit.clone(),
+            &[("Authorization", &ada)],
+        );
+        assert!(
+            again["error"].is_object(),
+            "a state was used twice: {again:#}"
         );
     }
 }

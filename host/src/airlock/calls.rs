@@ -2,6 +2,7 @@
 //! server, the content plugin, the redaction chain, the results store; and the JSON a
 //! call renders to (`airlock --json call`, the demo).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -14,7 +15,7 @@ use crate::error::{CallError, ErrorCode};
 use crate::events::{CallStatus, Event};
 use crate::plugin::{RedactionMark, convert};
 use crate::results::{self, Retained};
-use crate::session::{CallControl, ProgressUpdate, TraceContext};
+use crate::session::{AgentClient, CallControl, PerCallAskers, ProgressUpdate, TraceContext};
 
 /// How to run one call.
 #[derive(Debug, Clone)]
@@ -30,6 +31,11 @@ pub struct CallOptions {
     /// The caller's W3C trace context, passed on to the server in the request's `_meta`
     /// (SEP-414), so the server's spans join the caller's trace.
     pub trace: Option<TraceContext>,
+    /// Answers the questions a server asks during this call (elicitation, sampling),
+    /// instead of the agent's client — a gateway's 2026-07-28 client, asked through an
+    /// `input_required` result. The answers are the caller's; the questions reach it
+    /// scrubbed of the service's secrets.
+    pub asker: Option<Arc<dyn AgentClient>>,
     /// The preview size for this agent's surface (for example
     /// [`crate::results::COMPACT_PREVIEW`] for models on the compact surface); the
     /// Airlock's default when `None`.
@@ -44,6 +50,7 @@ impl Default for CallOptions {
             cancel: None,
             progress: None,
             trace: None,
+            asker: None,
             preview: None,
         }
     }
@@ -161,6 +168,11 @@ impl Airlock {
                 ))
             }
             Some(entry) => {
+                if options.asker.is_some() {
+                    // The agent's sessions must declare that servers may ask.
+                    self.offer_client(&options.agent, Arc::new(PerCallAskers))
+                        .await;
+                }
                 self.inner.emit_with(|| Event::CallStarted {
                     agent: options.agent.clone(),
                     service: entry.service.clone(),
@@ -277,6 +289,7 @@ impl Airlock {
             cancel: options.cancel.clone(),
             progress: Some(tx),
             trace: options.trace.clone(),
+            asker: options.asker.clone(),
         };
         let call = async {
             let reply = live

@@ -101,6 +101,15 @@ impl Airlock {
         }
     }
 
+    /// Gives `agent` `client` unless it has one already (a gateway's 2026-07-28 client
+    /// holds no session, so each of its requests offers one; a handshake-era client of
+    /// the same agent keeps its place).
+    pub async fn offer_client(&self, agent: &str, client: Arc<dyn AgentClient>) {
+        if self.inner.agent_link(agent).get().is_none() {
+            self.attach_client(agent, client).await;
+        }
+    }
+
     /// Sets the lowest level of server log messages `agent` wants (an MCP logging level:
     /// `debug`, `info`, `warning`…): sent to its live sessions whose servers log, and to
     /// every session it opens later.

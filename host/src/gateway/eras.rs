@@ -11,7 +11,9 @@
 use std::borrow::Cow;
 
 use rmcp::ErrorData as McpError;
+use rmcp::RoleServer;
 use rmcp::model::{CacheScope, ProtocolVersion, ResultType};
+use rmcp::service::RequestContext;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -22,6 +24,13 @@ pub const NEWEST: ProtocolVersion = ProtocolVersion::V_2026_07_28;
 /// `initialize` may agree to).
 pub fn supported_versions() -> Cow<'static, [ProtocolVersion]> {
     Cow::Borrowed(ProtocolVersion::known_up_to(&NEWEST))
+}
+
+/// Whether a request is of the 2026-07-28 era: it declares that revision (or a later one)
+/// in its `_meta`, or came on a connection that negotiated it.
+pub fn is_stateless(ctx: &RequestContext<RoleServer>) -> bool {
+    ctx.protocol_version()
+        .is_some_and(|v| v.as_str() >= NEWEST.as_str())
 }
 
 /// How long a client may keep a listing without asking again. Airlock's listings follow

@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use super::downstream::{DownstreamClient, LogFilter};
 use super::eras::{self, listing};
 use super::own_tools::{self, Served};
+use super::questions::QuestionBook;
 use super::results::rpc_error;
 use super::routes::Routes;
 use super::{ServeOptions, ToolSurface};
@@ -40,6 +41,8 @@ pub struct Gateway {
     pub(crate) airlock: Airlock,
     pub(crate) options: ServeOptions,
     open: Mutex<HashMap<String, usize>>,
+    /// The calls of 2026-07-28 clients waiting for their answers.
+    questions: QuestionBook,
 }
 
 impl Gateway {
@@ -49,6 +52,7 @@ impl Gateway {
             airlock,
             options,
             open: Mutex::new(HashMap::new()),
+            questions: QuestionBook::default(),
         }
     }
 
@@ -379,10 +383,24 @@ impl ServerHandler for DownstreamSession {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let agent = self.agent(Some(&ctx));
+        if eras::is_stateless(&ctx) {
+            // A 2026-07-28 client is asked its server's questions through
+            // `input_required`; its retry carries the answers and our requestState.
+            let questions = &self.gateway.questions;
+            if let Some(state) = request.request_state.as_deref() {
+                let answers = request.input_responses.clone().unwrap_or_default();
+                return questions.resume(&agent, state, answers, &ctx).await;
+            }
+            let arguments = Value::Object(request.arguments.unwrap_or_default());
+            let name = request.name.to_string();
+            let gateway = self.gateway.clone();
+            return Ok(questions.call(gateway, agent, name, arguments, &ctx).await);
+        }
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let served = Served {
             airlock: self.airlock(),
             options: &self.gateway.options,
+            asker: None,
         };
         let result = own_tools::call(&served, &agent, &request.name, arguments, &ctx).await;
         Ok(result.into())

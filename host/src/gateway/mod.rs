@@ -22,6 +22,7 @@ mod eras;
 mod handler;
 mod http;
 mod own_tools;
+mod questions;
 mod results;
 mod routes;
 pub mod tokens;

@@ -13,7 +13,9 @@ use tokio::sync::mpsc;
 
 use super::{ServeOptions, ToolSurface, results};
 use crate::catalog::CatalogTool;
-use crate::session::{ProgressUpdate, TraceContext};
+use std::sync::Arc;
+
+use crate::session::{AgentClient, ProgressUpdate, TraceContext};
 use crate::{Airlock, CallError, CallOptions, ErrorCode};
 
 /// What the own tools run against: the Airlock and how it is served.
@@ -22,6 +24,9 @@ pub struct Served<'a> {
     pub airlock: &'a Airlock,
     /// How it is served.
     pub options: &'a ServeOptions,
+    /// Who answers the questions servers ask during a call, when not the agent's
+    /// client (a 2026-07-28 caller, asked through `input_required`).
+    pub asker: Option<Arc<dyn AgentClient>>,
 }
 
 /// How the gateway's tools are explained to the model (appended to the server's
@@ -207,6 +212,7 @@ async fn call_catalog(
         progress: token.is_some().then_some(tx),
         preview: Some(gateway.options.preview),
         trace: request_trace(ctx),
+        asker: gateway.asker.clone(),
         ..Default::default()
     };
     let (outcome, ()) = tokio::join!(gateway.airlock.call_with(name, arguments, options), forward);

@@ -52,6 +52,14 @@ pub trait AgentClient: Send + Sync + 'static {
     fn log(&self, service: &str, message: LoggingMessageNotificationParam);
 }
 
+impl std::fmt::Debug for dyn AgentClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentClient")
+            .field("capabilities", &self.capabilities())
+            .finish()
+    }
+}
+
 /// Where a session finds its agent's client when a server asks for something: the
 /// agent's current client, replaced when the agent's downstream client changes (a new
 /// gateway session for the same agent), so sessions never answer through a client that
@@ -76,4 +84,42 @@ impl AgentLink {
     pub fn capabilities(&self) -> AgentCapabilities {
         self.get().map(|c| c.capabilities()).unwrap_or_default()
     }
+}
+
+/// The agent's client while its calls bring their own askers (`CallOptions::asker`):
+/// it declares sampling and elicitation to servers, so that they may ask (each call's
+/// asker answers, or refuses, what it is asked), and refuses a question that names no
+/// call (a handshake-era server's request while several of the agent's calls are in
+/// flight on its session).
+#[derive(Debug, Default)]
+pub struct PerCallAskers;
+
+fn unattributed<T: Send + 'static>() -> AgentFuture<T> {
+    Box::pin(std::future::ready(Err(McpError::invalid_request(
+        "the server asked a question that Airlock cannot tie to one call (several calls are in flight on the session, and the agent has no client of its own)",
+        None,
+    ))))
+}
+
+impl AgentClient for PerCallAskers {
+    fn capabilities(&self) -> AgentCapabilities {
+        AgentCapabilities {
+            sampling: true,
+            elicitation: true,
+        }
+    }
+
+    fn create_message(
+        &self,
+        _service: String,
+        _params: CreateMessageRequestParams,
+    ) -> AgentFuture<CreateMessageResult> {
+        unattributed()
+    }
+
+    fn elicit(&self, _service: String, _params: ElicitRequestParams) -> AgentFuture<ElicitResult> {
+        unattributed()
+    }
+
+    fn log(&self, _service: &str, _message: LoggingMessageNotificationParam) {}
 }

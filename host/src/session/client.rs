@@ -10,6 +10,7 @@
 #![allow(deprecated)]
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use rmcp::ClientHandler;
@@ -24,7 +25,7 @@ use rmcp::{ErrorData as McpError, RoleClient};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-use super::agent::{AgentCapabilities, AgentLink};
+use super::agent::{AgentCapabilities, AgentClient, AgentLink};
 use crate::secrets::KnownSecrets;
 
 /// A progress notification for a running call.
@@ -56,6 +57,25 @@ pub enum ServerNotice {
 
 type ProgressRoutes = Arc<Mutex<HashMap<ProgressToken, mpsc::UnboundedSender<ProgressUpdate>>>>;
 
+/// The calls in flight on a session, each with the client that answers its own
+/// questions, when its caller gave one (a 2026-07-28 client of the gateway).
+type InFlight = Arc<Mutex<HashMap<u64, Option<Arc<dyn AgentClient>>>>>;
+
+/// One call in flight on a session; it leaves the session's list when dropped.
+pub(super) struct InFlightCall {
+    calls: InFlight,
+    id: u64,
+}
+
+impl Drop for InFlightCall {
+    fn drop(&mut self) {
+        self.calls
+            .lock()
+            .expect("calls in flight poisoned")
+            .remove(&self.id);
+    }
+}
+
 /// Airlock's client handler for one session.
 #[derive(Clone)]
 pub struct AirlockClient {
@@ -67,6 +87,9 @@ pub struct AirlockClient {
     agent: Option<Arc<AgentLink>>,
     /// What the handshake declared the agent's client answers (fixed for the session).
     declared: AgentCapabilities,
+    /// The calls in flight, for attributing a question the server sends on its own.
+    in_flight: InFlight,
+    next_call: Arc<AtomicU64>,
 }
 
 impl AirlockClient {
@@ -81,6 +104,8 @@ impl AirlockClient {
             notices: None,
             agent: None,
             declared: AgentCapabilities::default(),
+            in_flight: Arc::default(),
+            next_call: Arc::default(),
         }
     }
 
@@ -192,8 +217,9 @@ impl AirlockClient {
     pub(super) async fn answer_sampling(
         &self,
         params: CreateMessageRequestParams,
+        own: Option<&Arc<dyn AgentClient>>,
     ) -> Result<CreateMessageResult, McpError> {
-        match self.agent_client() {
+        match self.asker(own) {
             Some(agent) if agent.capabilities().sampling => {
                 agent
                     .create_message(self.service.clone(), self.scrubbed(params))
@@ -211,8 +237,9 @@ impl AirlockClient {
     pub(super) async fn answer_elicitation(
         &self,
         request: ElicitRequestParams,
+        own: Option<&Arc<dyn AgentClient>>,
     ) -> Result<ElicitResult, McpError> {
-        match self.agent_client() {
+        match self.asker(own) {
             Some(agent) if agent.capabilities().elicitation => {
                 agent
                     .elicit(self.service.clone(), self.scrubbed(request))
@@ -222,6 +249,37 @@ impl AirlockClient {
                 rmcp::model::ElicitationCreateRequestMethod,
             >()),
         }
+    }
+
+    /// A call starting on this session; `asker` answers the questions it gives rise to.
+    pub(super) fn call_started(&self, asker: Option<Arc<dyn AgentClient>>) -> InFlightCall {
+        let id = self.next_call.fetch_add(1, Ordering::Relaxed);
+        self.in_flight
+            .lock()
+            .expect("calls in flight poisoned")
+            .insert(id, asker);
+        InFlightCall {
+            calls: self.in_flight.clone(),
+            id,
+        }
+    }
+
+    /// Who answers a question: the asking call's own client (`own`, known for a
+    /// 2026-07-28 server's `input_required`); else, for a request the server sends on its
+    /// own (which names no call), the own client of the one call in flight, when exactly
+    /// one is; else the agent's client.
+    fn asker(&self, own: Option<&Arc<dyn AgentClient>>) -> Option<Arc<dyn AgentClient>> {
+        if let Some(own) = own {
+            return Some(own.clone());
+        }
+        let sole = {
+            let calls = self.in_flight.lock().expect("calls in flight poisoned");
+            match calls.values().collect::<Vec<_>>().as_slice() {
+                [Some(only)] => Some(only.clone()),
+                _ => None,
+            }
+        };
+        sole.or_else(|| self.agent_client())
     }
 
     /// The roots this session answers `roots/list` with.
@@ -269,7 +327,7 @@ impl ClientHandler for AirlockClient {
         params: CreateMessageRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, McpError> {
-        self.answer_sampling(params).await
+        self.answer_sampling(params, None).await
     }
 
     async fn create_elicitation(
@@ -277,7 +335,7 @@ impl ClientHandler for AirlockClient {
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
-        self.answer_elicitation(request).await
+        self.answer_elicitation(request, None).await
     }
 
     async fn on_logging_message(

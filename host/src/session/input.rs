@@ -9,11 +9,14 @@
 use rmcp::model::{ClientRequest, InputRequest, InputRequiredResult, InputResponses, ServerResult};
 use serde_json::Value;
 
-use super::AirlockClient;
+use std::sync::Arc;
+
+use super::{AgentClient, AirlockClient};
 use crate::error::{CallError, ErrorCode};
 
-/// How many `input_required` answers one request may take before Airlock gives up on it
-/// (a server that keeps asking is refused, not followed forever).
+/// How many rounds of questions one request may take: the server's next
+/// `input_required` after that many is not answered, and the request is refused (a
+/// server that keeps asking is not followed forever).
 pub const MAX_INPUT_ROUNDS: usize = 8;
 
 /// What a server's answer to one round means for the request.
@@ -33,11 +36,12 @@ impl AirlockClient {
         mut request: ClientRequest,
         answer: ServerResult,
         what: &str,
+        own: Option<&Arc<dyn AgentClient>>,
     ) -> Result<Round, CallError> {
         let ServerResult::InputRequiredResult(asked) = answer else {
             return Ok(Round::Done(answer));
         };
-        let (responses, state) = self.answer_inputs(asked, what).await?;
+        let (responses, state) = self.answer_inputs(asked, what, own).await?;
         let slots = match &mut request {
             ClientRequest::CallToolRequest(r) => {
                 (&mut r.params.input_responses, &mut r.params.request_state)
@@ -69,6 +73,7 @@ impl AirlockClient {
         &self,
         asked: InputRequiredResult,
         what: &str,
+        own: Option<&Arc<dyn AgentClient>>,
     ) -> Result<(Option<InputResponses>, Option<String>), CallError> {
         let requests = asked.input_requests.unwrap_or_default();
         if requests.is_empty() && asked.request_state.is_none() {
@@ -81,7 +86,7 @@ impl AirlockClient {
         }
         let mut responses = InputResponses::new();
         for (key, request) in requests {
-            let answer = self.answer_input(request).await.map_err(|e| {
+            let answer = self.answer_input(request, own).await.map_err(|e| {
                 CallError::new(
                     ErrorCode::ToolError,
                     format!(
@@ -96,13 +101,17 @@ impl AirlockClient {
         Ok((responses, asked.request_state))
     }
 
-    async fn answer_input(&self, request: InputRequest) -> Result<Value, rmcp::ErrorData> {
+    async fn answer_input(
+        &self,
+        request: InputRequest,
+        own: Option<&Arc<dyn AgentClient>>,
+    ) -> Result<Value, rmcp::ErrorData> {
         let value = match request {
             InputRequest::Elicitation(r) => {
-                serde_json::to_value(self.answer_elicitation(r.params).await?)
+                serde_json::to_value(self.answer_elicitation(r.params, own).await?)
             }
             InputRequest::CreateMessage(r) => {
-                serde_json::to_value(self.answer_sampling(r.params).await?)
+                serde_json::to_value(self.answer_sampling(r.params, own).await?)
             }
             InputRequest::ListRoots(_) => serde_json::to_value(self.roots_result()),
             _ => {
@@ -114,6 +123,11 @@ impl AirlockClient {
         };
         value.map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
     }
+}
+
+/// Whether a server's answer asks for input.
+pub(super) fn asks(answer: &ServerResult) -> bool {
+    matches!(answer, ServerResult::InputRequiredResult(_))
 }
 
 /// The refusal of a request whose server kept asking for input.

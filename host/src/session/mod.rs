@@ -34,7 +34,7 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-pub use agent::{AgentCapabilities, AgentClient, AgentFuture, AgentLink};
+pub use agent::{AgentCapabilities, AgentClient, AgentFuture, AgentLink, PerCallAskers};
 pub use client::{AirlockClient, ProgressUpdate, ServerNotice, root_uri};
 pub use connect::{ConnectOptions, Connected, connect};
 pub use drain::DEFAULT_CANCEL_GRACE;
@@ -130,6 +130,9 @@ pub struct CallControl {
     pub progress: Option<mpsc::UnboundedSender<ProgressUpdate>>,
     /// The caller's trace, passed on in the request's `_meta`.
     pub trace: Option<TraceContext>,
+    /// Answers the questions the server asks during this call (else the agent's client
+    /// does).
+    pub asker: Option<std::sync::Arc<dyn AgentClient>>,
 }
 
 /// A `tools/call` outcome: the result JSON, plus a warning when an earlier cancelled
@@ -386,7 +389,7 @@ impl Session {
         timeout: Duration,
         what: &str,
     ) -> Result<Value, CallError> {
-        for _ in 0..=input::MAX_INPUT_ROUNDS {
+        for round in 0..=input::MAX_INPUT_ROUNDS {
             let handle = self
                 .service
                 .peer()
@@ -400,7 +403,10 @@ impl Session {
                 .await_response()
                 .await
                 .map_err(|e| service_error(e, what))?;
-            match self.client.next_round(request, answer, what).await? {
+            if round == input::MAX_INPUT_ROUNDS && input::asks(&answer) {
+                break;
+            }
+            match self.client.next_round(request, answer, what, None).await? {
                 input::Round::Again(again) => request = again,
                 input::Round::Done(result) => {
                     return Ok(serde_json::to_value(result).unwrap_or_default());
@@ -428,12 +434,16 @@ impl Session {
         let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let deadline = control.timeout.map(|t| tokio::time::Instant::now() + t);
         let cancel = control.cancel.clone().unwrap_or_default();
-        for _ in 0..=input::MAX_INPUT_ROUNDS {
+        let _in_flight = self.client.call_started(control.asker.clone());
+        for round in 0..=input::MAX_INPUT_ROUNDS {
             let answer = self
                 .call_round(request.clone(), raw_name, &control, deadline, &cancel)
                 .await?;
+            if round == input::MAX_INPUT_ROUNDS && input::asks(&answer) {
+                break;
+            }
             let next = tokio::select! {
-                next = self.client.next_round(request, answer, raw_name) => next?,
+                next = self.client.next_round(request, answer, raw_name, control.asker.as_ref()) => next?,
                 _ = until(deadline) => return Err(timed_out(raw_name, control.timeout)),
                 _ = cancel.cancelled() => return Err(cancelled(raw_name)),
             };

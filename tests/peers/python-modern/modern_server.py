@@ -6,7 +6,8 @@ Usage:
     modern_server.py http PORT      stateless streamable HTTP on 127.0.0.1:PORT/mcp
 
 Tools: `echo`, `leak_secret` (returns SERVICE_TOKEN), `traceparent` (the W3C trace
-context its request carried in `_meta`), and `confirm`, which asks its user
+context its request carried in `_meta`), `nag` (asks on every round, never finishes), and
+`confirm`, which asks its user
 a question through a resolver: a mid-call elicitation request on a handshake-era
 connection, an `input_required` result on a 2026-07-28 one. The question carries
 SERVICE_TOKEN, so a test can see that it was redacted on its way to the user.
@@ -17,6 +18,7 @@ import os
 import sys
 from typing import Annotated
 
+from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
 from pydantic import BaseModel
 
 from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
@@ -61,6 +63,18 @@ def traceparent(ctx: Context) -> str:
         dumped = meta.model_dump(by_alias=True) if hasattr(meta, "model_dump") else {}
         found = dumped.get("traceparent")
     return found or "none"
+
+
+@mcp.tool()
+def nag(action: str) -> str | InputRequiredResult:
+    """Asks "Again?" on every round and never finishes (a server that keeps asking)."""
+    question = ElicitRequest(
+        params=ElicitRequestFormParams(
+            message=f"Again {action}?",
+            requested_schema={"type": "object", "properties": {"ok": {"type": "boolean"}}},
+        )
+    )
+    return InputRequiredResult(input_requests={"again": question}, request_state="nagging")
 
 
 @mcp.resource("note://readme")

@@ -60,10 +60,15 @@ fn upstreams(extra: &str) -> Upstreams {
 
 /// Runs the SDK 2.x client in `mode` against the services, and parses its report.
 fn modern_client(ws: &Workspace, mode: &str, target: &[String]) -> Value {
+    modern_client_on(ws, mode, "m,h,l", target)
+}
+
+/// [`modern_client`] with its SERVICES argument (`listen:NAME` for the listen walk).
+fn modern_client_on(ws: &Workspace, mode: &str, services: &str, target: &[String]) -> Value {
     let out = Command::new(modern_python())
         .arg(modern_peer("modern_client.py"))
         .arg(mode)
-        .arg("m,h,l")
+        .arg(services)
         .args(target)
         // A gateway over stdio inherits these: the compiled plugins, no user config.
         .env("AIRLOCK_PLUGIN_CACHE", plugin_cache())
@@ -555,5 +560,24 @@ fn a_suspended_call_answers_only_its_own_agent() {
             again["error"].is_object(),
             "a state was used twice: {again:#}"
         );
+    }
+}
+
+/// `subscriptions/listen` end to end: a 2026-07-28 upstream that grows a tool says so only
+/// on its listen stream; Airlock keeps one open per session, refreshes its catalog, and
+/// tells a 2026-07-28 client on the client's own listen stream, over stdio and HTTP.
+#[test]
+fn a_modern_clients_listen_stream_hears_a_modern_upstreams_new_tool() {
+    for over_http in [false, true] {
+        let up = upstreams("");
+        let gateway = over_http.then(|| HttpGateway::start(&up.ws, &[]));
+        let target = match &gateway {
+            Some(gateway) => vec!["--http".to_string(), gateway.url.clone()],
+            None => stdio_target(&up.ws),
+        };
+        let report = modern_client_on(&up.ws, "2026-07-28", "listen:m", &target);
+        assert_eq!(report["honored"], true, "{report:#}");
+        assert_eq!(report["event"], "ToolsListChanged", "{report:#}");
+        assert_eq!(report["grown"], true, "{report:#}");
     }
 }

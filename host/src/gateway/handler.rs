@@ -14,21 +14,22 @@ use rmcp::model::{
     InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, Prompt, ProtocolVersion, ReadResourceRequestParams,
     ReadResourceResponse, Resource, ResourceTemplate, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, SubscribeRequestParams, Tool, UnsubscribeRequestParams,
+    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
+    UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use super::downstream::{DownstreamClient, LogFilter};
 use super::eras::{self, listing};
+use super::notices::{self, Audience};
 use super::own_tools::{self, Served};
 use super::questions::QuestionBook;
 use super::results::rpc_error;
 use super::routes::Routes;
 use super::{ServeOptions, ToolSurface};
 use crate::Airlock;
-use crate::events::Event;
 
 /// The agent an HTTP request was authenticated as (put in the request's extensions by
 /// the HTTP layer).
@@ -208,34 +209,22 @@ impl DownstreamSession {
                     Err(_) => return,
                 };
                 let Some(state) = state.upgrade() else { return };
-                let sent = match event {
-                    Event::ToolsChanged { .. } if surface == ToolSurface::All => {
-                        peer.notify_tool_list_changed().await
-                    }
-                    Event::GrantsChanged { agent: a, .. }
-                        if a == agent && surface == ToolSurface::All =>
-                    {
-                        peer.notify_tool_list_changed().await
-                    }
-                    Event::ResourcesChanged { .. } => peer.notify_resource_list_changed().await,
-                    Event::PromptsChanged { .. } => peer.notify_prompt_list_changed().await,
-                    Event::ResourceUpdated { service, uri } => {
-                        let subscribed = state
-                            .subscriptions
-                            .lock()
-                            .expect("subscriptions poisoned")
-                            .contains(&(service.clone(), uri.clone()));
-                        if !subscribed {
-                            continue;
-                        }
-                        let exposed = state.routes.exposed(&service, &uri);
-                        peer.notify_resource_updated(
-                            rmcp::model::ResourceUpdatedNotificationParam::new(exposed),
-                        )
-                        .await
-                    }
-                    _ => continue,
+                let audience = Audience {
+                    agent: &agent,
+                    surface,
+                    routes: &state.routes,
                 };
+                let subscribed = |service: &str, uri: &str| {
+                    state
+                        .subscriptions
+                        .lock()
+                        .expect("subscriptions poisoned")
+                        .contains(&(service.to_string(), uri.to_string()))
+                };
+                let Some(notification) = audience.notification(&event, subscribed) else {
+                    continue;
+                };
+                let sent = peer.send_notification(notification).await;
                 if sent.is_err() {
                     return;
                 }
@@ -404,6 +393,24 @@ impl ServerHandler for DownstreamSession {
         };
         let result = own_tools::call(&served, &agent, &request.name, arguments, &ctx).await;
         Ok(result.into())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // Every category Airlock advertises; rmcp narrows it to what it advertises.
+        Some(requested.clone())
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
+        let agent = self.agent(Some(subscription.request_context()));
+        let audience = Audience {
+            agent: &agent,
+            surface: self.gateway.options.tools,
+            routes: &self.state.routes,
+        };
+        notices::listen(self.airlock(), audience, subscription).await
     }
 
     async fn list_resources(

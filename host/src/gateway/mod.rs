@@ -21,6 +21,7 @@ mod downstream;
 mod eras;
 mod handler;
 mod http;
+mod notices;
 mod own_tools;
 mod questions;
 mod results;

@@ -195,6 +195,11 @@ impl AirlockClient {
             .remove(token);
     }
 
+    /// Reports a server's change notice to whoever listens for this session's notices.
+    pub(super) fn tell(&self, notice: ServerNotice) {
+        self.notice(notice);
+    }
+
     fn notice(&self, notice: ServerNotice) {
         if let Some(tx) = &self.notices {
             let _ = tx.send(notice);

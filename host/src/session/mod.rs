@@ -16,6 +16,7 @@ mod connect;
 mod drain;
 mod identity;
 mod input;
+mod listen;
 pub mod pool;
 mod probe;
 mod progress;
@@ -152,6 +153,8 @@ pub struct Session {
     process: Option<ServerProcess>,
     identity: ServerIdentity,
     drain: drain::DrainGate,
+    /// The `subscriptions/listen` stream of a 2026-07-28 server.
+    _changes: Option<listen::ChangeListener>,
 }
 
 pub(crate) fn stderr_suffix(process: &ServerProcess) -> String {
@@ -186,12 +189,18 @@ impl Session {
                 }
                 identity.title = identity.title.map(|t| client.scrub(&t));
                 identity.instructions = identity.instructions.map(|t| client.scrub(&t));
+                let changes = if identity.protocol_version.as_str() >= "2026-07-28" {
+                    listen::listen_for_changes(service.peer(), client.clone()).await
+                } else {
+                    None
+                };
                 Ok(Session {
                     service,
                     client,
                     process,
                     identity,
                     drain: drain::DrainGate::default(),
+                    _changes: changes,
                 })
             }
             Err(e) => {
@@ -201,6 +210,7 @@ impl Session {
                     process,
                     identity: placeholder_identity(transport),
                     drain: Default::default(),
+                    _changes: None,
                 }
                 .close()
                 .await;

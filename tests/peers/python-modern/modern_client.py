@@ -9,6 +9,10 @@ Usage:
 MODE is the SDK's own: `auto` (probe `server/discover`, fall back to `initialize`),
 `2026-07-28` (adopt it without a probe) or `legacy` (the `initialize` handshake).
 
+SERVICES `listen:NAME` instead: open a `subscriptions/listen` stream for tool list
+changes, call NAME's `grow`, and report whether the change arrived and the new tool is
+listed.
+
 The walk: list tools, resources and prompts; then for each of SERVICES (comma-separated
 service names, each fronting a twin of modern_server.py): call its `leak_secret`, read its
 `note://readme` (exposed as `airlock://SERVICE/...`), get its `greet` prompt, and call its
@@ -21,6 +25,7 @@ import json
 import os
 import sys
 
+import anyio
 import httpx2
 import mcp_types as types
 from mcp import Client, StdioServerParameters
@@ -91,6 +96,24 @@ async def walk(client, services, questions):
     return report
 
 
+async def listen_for_growth(client, service):
+    """Listens for tool list changes, has `service` grow a tool, and reports whether the
+    change arrived and the new tool is listed."""
+    report = {"protocol_version": client.protocol_version}
+    async with client.listen(tools_list_changed=True) as subscription:
+        report["honored"] = bool(subscription.honored.tools_list_changed)
+        await client.call_tool(f"mcp__{service}__grow", {"name": "fresh"})
+        try:
+            with anyio.fail_after(30):
+                event = await subscription.__anext__()
+            report["event"] = type(event).__name__
+        except TimeoutError:
+            report["event"] = None
+    listed = await client.list_tools()
+    report["grown"] = f"mcp__{service}__grown_fresh" in [t.name for t in listed.tools]
+    return report
+
+
 async def main(argv):
     mode, services = argv[0], argv[1].split(",")
     argv = argv[1:]
@@ -111,7 +134,10 @@ async def main(argv):
             headers["Authorization"] = "Bearer " + argv[argv.index("--token") + 1]
         server = streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=60))
     async with Client(server, mode=mode, elicitation_callback=on_elicit, cache=None) as client:
-        report = await walk(client, services, questions)
+        if services[0].startswith("listen:"):
+            report = await listen_for_growth(client, services[0].split(":", 1)[1])
+        else:
+            report = await walk(client, services, questions)
     print(json.dumps(report))
 
 

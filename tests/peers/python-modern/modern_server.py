@@ -6,7 +6,8 @@ Usage:
     modern_server.py http PORT      stateless streamable HTTP on 127.0.0.1:PORT/mcp
 
 Tools: `echo`, `leak_secret` (returns SERVICE_TOKEN), `traceparent` (the W3C trace
-context its request carried in `_meta`), `nag` (asks on every round, never finishes), and
+context its request carried in `_meta`), `nag` (asks on every round, never finishes), `grow` (adds a tool and says so on the
+`subscriptions/listen` streams), and
 `confirm`, which asks its user
 a question through a resolver: a mid-call elicitation request on a handshake-era
 connection, an `input_required` result on a 2026-07-28 one. The question carries
@@ -22,10 +23,14 @@ from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResul
 from pydantic import BaseModel
 
 from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
+from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
 
 TOKEN = os.environ.get("SERVICE_TOKEN", "")
 
-mcp = MCPServer("modern")
+# The subscriptions/listen fan-out (2026-07-28): `grow` publishes its change here.
+bus = InMemorySubscriptionBus()
+
+mcp = MCPServer("modern", subscriptions=bus)
 
 
 class Approval(BaseModel):
@@ -75,6 +80,18 @@ def nag(action: str) -> str | InputRequiredResult:
         )
     )
     return InputRequiredResult(input_requests={"again": question}, request_state="nagging")
+
+
+@mcp.tool()
+async def grow(name: str) -> str:
+    """Adds a tool `grown_NAME` and tells listening clients that the tool list changed."""
+
+    def grown() -> str:
+        return "grown"
+
+    mcp.add_tool(grown, name=f"grown_{name}")
+    await bus.publish(ToolsListChanged())
+    return f"added grown_{name}"
 
 
 @mcp.resource("note://readme")

@@ -14,6 +14,7 @@ mod agent;
 mod client;
 mod connect;
 mod drain;
+mod errors;
 mod identity;
 mod input;
 mod listen;
@@ -39,6 +40,7 @@ pub use agent::{AgentCapabilities, AgentClient, AgentFuture, AgentLink, PerCallA
 pub use client::{AirlockClient, ProgressUpdate, ServerNotice, root_uri};
 pub use connect::{ConnectOptions, Connected, connect};
 pub use drain::DEFAULT_CANCEL_GRACE;
+use errors::{cancelled, service_error, timed_out, until};
 pub use identity::ServerIdentity;
 use identity::{placeholder_identity, read_identity};
 pub use pool::{AcquireError, LiveSession, SessionPool};
@@ -595,67 +597,5 @@ impl SessionHandle {
             .into_iter()
             .map(|t| serde_json::to_value(t).unwrap_or_default())
             .collect())
-    }
-}
-
-/// Resolves at `deadline`; never without one.
-async fn until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// A tool call the caller cancelled.
-fn cancelled(raw_name: &str) -> CallError {
-    CallError::new(
-        ErrorCode::Cancelled,
-        format!("the call to \"{raw_name}\" was cancelled; the server was sent a cancellation"),
-    )
-}
-
-/// A tool call past its timeout.
-fn timed_out(raw_name: &str, timeout: Option<Duration>) -> CallError {
-    CallError::new(
-        ErrorCode::Timeout,
-        format!(
-            "tool \"{raw_name}\" did not answer within {:.1} s; the server was sent a cancellation",
-            timeout.unwrap_or_default().as_secs_f64()
-        ),
-    )
-}
-
-/// Maps an rmcp error on a request to Airlock's error codes.
-fn service_error(error: ServiceError, what: &str) -> CallError {
-    match error {
-        ServiceError::Timeout { timeout } => CallError::new(
-            ErrorCode::Timeout,
-            format!(
-                "\"{what}\" did not answer within {:.1} s; the server was sent a cancellation",
-                timeout.as_secs_f64()
-            ),
-        ),
-        ServiceError::Cancelled { reason } => CallError::new(
-            ErrorCode::Cancelled,
-            format!("the request was cancelled: {}", reason.unwrap_or_default()),
-        ),
-        ServiceError::McpError(e) if e.code.0 == crate::transport::guard::UNREADABLE_ANSWER => {
-            CallError::new(ErrorCode::ToolError, format!("\"{what}\": {}", e.message))
-        }
-        ServiceError::McpError(e) if e.code == rmcp::model::ErrorCode::INVALID_PARAMS => {
-            CallError::new(
-                ErrorCode::InvalidArguments,
-                format!("the server rejected the arguments: {}", e.message),
-            )
-        }
-        ServiceError::McpError(e) => CallError::new(
-            ErrorCode::ToolError,
-            format!("the server reported an error: {}", e.message),
-        ),
-        ServiceError::TransportClosed | ServiceError::TransportSend(_) => CallError::new(
-            ErrorCode::ServiceUnavailable,
-            format!("the connection to the server closed during \"{what}\""),
-        ),
-        other => CallError::new(ErrorCode::ToolError, other.to_string()),
     }
 }

@@ -195,13 +195,28 @@ impl QuestionBook {
         let mut call_ctx = ctx.clone();
         call_ctx.ct = cancel.clone();
         let call_agent = agent.clone();
-        tokio::spawn(async move {
+        let mut call = Box::pin(async move {
             let served = Served {
                 airlock: &gateway.airlock,
                 options: &gateway.options,
                 asker: Some(asker),
             };
-            let result = own_tools::call(&served, &call_agent, &name, arguments, &call_ctx).await;
+            own_tools::call(&served, &call_agent, &name, arguments, &call_ctx).await
+        });
+        let mut steps = steps;
+        // Most calls ask nothing: they run here, in this request's task. The first
+        // question moves the call to a task of its own, to outlive this request.
+        let asked = tokio::select! {
+            result = &mut call => return CallToolResponse::Complete(result),
+            _ = ctx.ct.cancelled() => {
+                // The call sends the server its cancellation and ends.
+                cancel.cancel();
+                return CallToolResponse::Complete(call.await);
+            }
+            step = steps.recv() => step,
+        };
+        tokio::spawn(async move {
+            let result = call.await;
             let _ = tx.send(Step::Done(result)).await;
         });
         let suspended = Suspended {
@@ -211,7 +226,14 @@ impl QuestionBook {
             steps,
             waiting: None,
         };
-        self.next(suspended, &ctx.ct).await
+        match asked {
+            Some(Step::Asked(question)) => self.suspend(suspended, question),
+            Some(Step::Done(result)) => CallToolResponse::Complete(result),
+            None => {
+                suspended.cancel.cancel();
+                CallToolResponse::Complete(ended("the call ended without a result"))
+            }
+        }
     }
 
     /// Resumes a suspended call with the client's answers (`requestState` = `state`).
@@ -253,20 +275,21 @@ impl QuestionBook {
         };
         match step {
             Some(Step::Done(result)) => CallToolResponse::Complete(result),
-            Some(Step::Asked(question)) => {
-                let key = "airlock-question".to_string();
-                let requests: InputRequests = [(key.clone(), question.request())].into();
-                let state = format!("{STATE_PREFIX}{}", uuid::Uuid::new_v4().simple());
-                call.waiting = Some((key, question));
-                call.since = Instant::now();
-                self.keep(state.clone(), call);
-                CallToolResponse::InputRequired(InputRequiredResult::new(
-                    Some(requests),
-                    Some(state),
-                ))
-            }
+            Some(Step::Asked(question)) => self.suspend(call, question),
             None => CallToolResponse::Complete(ended("the call ended without a result")),
         }
+    }
+
+    /// Keeps `call` until its client answers `question`, which goes out as
+    /// `input_required`.
+    fn suspend(&self, mut call: Suspended, question: Question) -> CallToolResponse {
+        let key = "airlock-question".to_string();
+        let requests: InputRequests = [(key.clone(), question.request())].into();
+        let state = format!("{STATE_PREFIX}{}", uuid::Uuid::new_v4().simple());
+        call.waiting = Some((key, question));
+        call.since = Instant::now();
+        self.keep(state.clone(), call);
+        CallToolResponse::InputRequired(InputRequiredResult::new(Some(requests), Some(state)))
     }
 
     /// Keeps a suspended call, cancelling those that waited too long.

@@ -14,20 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn client_binary() -> PathBuf {
-    // target/debug/deps/conformance-* -> target/debug/examples/conformance_client
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples/conformance_client");
-    assert!(
-        bin.exists(),
-        "{} is missing; `cargo test` builds it",
-        bin.display()
-    );
-    bin
+    support::example_binary("conformance_client")
 }
 
 fn suite() -> PathBuf {

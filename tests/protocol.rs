@@ -5,6 +5,9 @@
 //! handshake-era twin on the 1.x SDK. Every combination lists, calls (a known secret
 //! redacted), reads a resource, gets a prompt, and answers an upstream's question.
 
+// Sampling and logging are deprecated (SEP-2577); an embedder's asker still answers them.
+#![allow(deprecated)]
+
 mod support;
 
 use std::process::Command;
@@ -580,4 +583,28 @@ fn a_modern_clients_listen_stream_hears_a_modern_upstreams_new_tool() {
         assert_eq!(report["event"], "ToolsListChanged", "{report:#}");
         assert_eq!(report["grown"], true, "{report:#}");
     }
+}
+
+/// A task-capable upstream (SEP-2663) answers a call with a task handle; Airlock follows
+/// the task to its end, and its result is redacted and retained like any other.
+#[test]
+fn a_task_from_an_upstream_is_followed_to_its_result() {
+    let ws = Workspace::new(&format!(
+        "[mcp_servers.t]\ncommand = {}\nenv = {{ SERVICE_TOKEN = {} }}\n",
+        toml_str(support::example_binary("task_server").display().to_string()),
+        toml_str(SECRET),
+    ));
+    let (call, out) = ws.json(&["call", "mcp__t__report"], &[]);
+    assert!(out.status.success(), "{call:#}");
+    let text = call["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("report ready, signed with ") && !text.contains(SECRET),
+        "{call:#}"
+    );
+    assert_eq!(call["redacted"], true, "{call:#}");
+    let id = call["output_id"].as_str().expect("the result was retained");
+    let (page, _) = ws.json(&["output", "t", id], &[]);
+    assert_eq!(page["text"], call["text"], "{page:#}");
+    let (status, _) = ws.json(&["status"], &[]);
+    assert!(status.to_string().contains("2026-07-28"), "{status:#}");
 }

@@ -65,6 +65,21 @@ pub fn modern_peer(script: &str) -> PathBuf {
     )
 }
 
+/// An example program of `airlock-host` (`host/examples/NAME.rs`), which `cargo test`
+/// builds beside the test binaries.
+pub fn example_binary(name: &str) -> PathBuf {
+    // target/debug/deps/TEST-* -> target/debug/examples/NAME
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the target directory");
+    must_exist(
+        dir.join("examples").join(name),
+        "an example built by cargo test",
+    )
+}
+
 /// `node` and the entry point of `@modelcontextprotocol/server-everything`.
 pub fn everything_server() -> (String, PathBuf) {
     let entry = must_exist(

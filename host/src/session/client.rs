@@ -300,9 +300,12 @@ impl AirlockClient {
 
 impl ClientHandler for AirlockClient {
     fn get_info(&self) -> ClientConfig {
+        // Tasks (SEP-2663): a server may answer a call with a task, which the session
+        // follows to its end (`tasks.rs`).
         let mut capabilities = ClientCapabilities::builder()
             .enable_roots()
             .enable_roots_list_changed()
+            .enable_tasks()
             .build();
         {
             let can = self.declared;

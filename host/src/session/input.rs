@@ -69,7 +69,7 @@ impl AirlockClient {
     /// Answers every question of one `input_required` result through the agent's client.
     /// A question the agent's client cannot answer fails the request with a message
     /// naming what was asked.
-    async fn answer_inputs(
+    pub(super) async fn answer_inputs(
         &self,
         asked: InputRequiredResult,
         what: &str,

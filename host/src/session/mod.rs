@@ -21,6 +21,7 @@ mod listen;
 pub mod pool;
 mod probe;
 mod progress;
+mod tasks;
 mod trace;
 
 use std::time::Duration;
@@ -468,6 +469,18 @@ impl Session {
                     serde_json::to_value(result).unwrap_or_default()
                 }
                 input::Round::Done(ServerResult::CustomResult(custom)) => custom.0,
+                input::Round::Done(ServerResult::CreateTaskResult(created)) => {
+                    let follow = tasks::Follow {
+                        peer: self.service.peer(),
+                        client: &self.client,
+                        asker: control.asker.as_ref(),
+                        deadline,
+                        timeout: control.timeout,
+                        cancel: &cancel,
+                        tool: raw_name,
+                    };
+                    follow.run(created).await?
+                }
                 input::Round::Done(other) => {
                     return Err(CallError::new(
                         ErrorCode::ToolError,

@@ -28,9 +28,19 @@ struct Upstreams {
     ws: Workspace,
     _http: Background,
     http_url: String,
+    _turn: std::sync::MutexGuard<'static, ()>,
 }
 
+/// One stack of upstreams (and the gateways and clients in front of it) at a time: each
+/// starts several Python interpreters, and on two cores a dozen at once would push a
+/// cold `airlock serve` past the SDK client's 10 s discover timeout (it then falls back
+/// to the handshake era, which is not what these tests are about).
+static ONE_STACK_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn upstreams(extra: &str) -> Upstreams {
+    let turn = ONE_STACK_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let port = free_port();
     let http = start_http_server(
         &modern_python().display().to_string(),
@@ -58,6 +68,7 @@ fn upstreams(extra: &str) -> Upstreams {
         ws,
         _http: http,
         http_url,
+        _turn: turn,
     }
 }
 

@@ -196,11 +196,7 @@ impl AirlockClient {
     }
 
     /// Reports a server's change notice to whoever listens for this session's notices.
-    pub(super) fn tell(&self, notice: ServerNotice) {
-        self.notice(notice);
-    }
-
-    fn notice(&self, notice: ServerNotice) {
+    pub(super) fn notice(&self, notice: ServerNotice) {
         if let Some(tx) = &self.notices {
             let _ = tx.send(notice);
         }

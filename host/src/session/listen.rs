@@ -63,7 +63,7 @@ pub(super) async fn listen_for_changes(
                 }
                 _ => continue,
             };
-            client.tell(notice);
+            client.notice(notice);
         }
     })))
 }

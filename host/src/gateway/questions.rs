@@ -76,28 +76,25 @@ impl Question {
 
     /// Hands the client's answer (or its absence) to the waiting server.
     fn answer(self, answer: Option<Value>) {
-        let missing =
-            || McpError::invalid_params("the client sent no answer to the question", None);
-        let parse = |e: serde_json::Error| {
-            McpError::invalid_params(format!("the client's answer is not valid: {e}"), None)
-        };
         match self {
             Question::Elicit(_, tx) => {
-                let _ = tx.send(
-                    answer
-                        .ok_or_else(missing)
-                        .and_then(|v| serde_json::from_value(v).map_err(parse)),
-                );
+                let _ = tx.send(parse_answer(answer));
             }
             Question::Sample(_, tx) => {
-                let _ = tx.send(
-                    answer
-                        .ok_or_else(missing)
-                        .and_then(|v| serde_json::from_value(v).map_err(parse)),
-                );
+                let _ = tx.send(parse_answer(answer));
             }
         }
     }
+}
+
+/// The client's answer to a question, as the type the question expects.
+fn parse_answer<T: serde::de::DeserializeOwned>(answer: Option<Value>) -> Result<T, McpError> {
+    let answer = answer.ok_or_else(|| {
+        McpError::invalid_params("the client sent no answer to the question", None)
+    })?;
+    serde_json::from_value(answer).map_err(|e| {
+        McpError::invalid_params(format!("the client's answer is not valid: {e}"), None)
+    })
 }
 
 /// The per-call client a 2026-07-28 caller is asked through.

@@ -192,7 +192,9 @@ impl Session {
                 }
                 identity.title = identity.title.map(|t| client.scrub(&t));
                 identity.instructions = identity.instructions.map(|t| client.scrub(&t));
-                let changes = if identity.protocol_version.as_str() >= "2026-07-28" {
+                // The newest revision Airlock speaks is the first it lists.
+                let modern = identity.protocol_version.as_str() >= SUPPORTED_PROTOCOL_VERSIONS[0];
+                let changes = if modern {
                     listen::listen_for_changes(service.peer(), client.clone()).await
                 } else {
                     None

@@ -57,7 +57,7 @@ echo "== the library and gateway suites again, storage: PostgreSQL and S3"
 AIRLOCK_TEST_STORAGE=remote cargo test --locked -p airlock-host \
     --test access --test results --test registry --test gateway --test policy \
     --test sessions --test console --test catalog --test limits --test redaction \
-    --test content --test cli --test import --test oauth --test protocol "$@"
+    --test content --test cli --test import --test oauth --test protocol --test tasks "$@"
 stop_storage
 trap - EXIT
 

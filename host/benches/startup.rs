@@ -21,10 +21,12 @@ fn bench(c: &mut Criterion) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let tested = tempfile::tempdir().unwrap();
     let untested = tempfile::tempdir().unwrap();
-    let server = config().servers["demo"].clone();
+    let loaded = config();
+    let server = loaded.servers["demo"].clone();
     let report = runtime
         .block_on(Airlock::test_service(
             server,
+            loaded.storage.clone(),
             AirlockOptions::new(tested.path()),
         ))
         .unwrap();

@@ -3,8 +3,8 @@
 //! tests need one (tests/protocol.rs).
 //!
 //! Its one tool, `report`, answers a client that declared the tasks extension with a
-//! task handle, and completes the task 300 ms later with a text that carries
-//! `SERVICE_TOKEN` (so a test sees it redacted). A client without the extension gets
+//! task handle, and completes the task `ms` milliseconds later (300 unless the call
+//! says) with a text that carries `SERVICE_TOKEN` (so a test sees it redacted). A client without the extension gets
 //! the result at once. `tasks/get` reports the task (its result once completed);
 //! `tasks/cancel` cancels it.
 //!
@@ -70,7 +70,10 @@ impl ServerHandler for TaskServer {
         _request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let schema = serde_json::json!({"type": "object", "properties": {}});
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {"ms": {"type": "integer", "description": "How long the report takes"}},
+        });
         let tool = Tool::new(
             "report",
             "Writes a report, as a task when the client takes tasks",
@@ -90,7 +93,14 @@ impl ServerHandler for TaskServer {
         let takes_tasks = ctx
             .client_capabilities()
             .is_some_and(|c| c.supports_tasks());
+        let ms = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("ms"))
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(300);
         if !takes_tasks {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
             return Ok(CallToolResult::success(vec![ContentBlock::text(report_text())]).into());
         }
         let id = uuid::Uuid::new_v4().simple().to_string();
@@ -101,7 +111,7 @@ impl ServerHandler for TaskServer {
         );
         let tasks = self.tasks.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            tokio::time::sleep(Duration::from_millis(ms)).await;
             let result = CallToolResult::success(vec![ContentBlock::text(report_text())]);
             let result = serde_json::to_value(result)
                 .ok()

@@ -9,13 +9,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
-    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
-    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, Prompt, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, Resource, ResourceTemplate, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
-    UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
+    CompleteResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
+    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    Prompt, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, Resource,
+    ResourceTemplate, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -28,6 +28,7 @@ use super::own_tools::{self, Served};
 use super::questions::QuestionBook;
 use super::results::rpc_error;
 use super::routes::Routes;
+use super::tasks::TaskBook;
 use super::{ServeOptions, ToolSurface};
 use crate::Airlock;
 
@@ -44,6 +45,8 @@ pub struct Gateway {
     open: Mutex<HashMap<String, usize>>,
     /// The calls of 2026-07-28 clients waiting for their answers.
     questions: QuestionBook,
+    /// The task handles given to 2026-07-28 clients.
+    pub(super) tasks: Arc<TaskBook>,
 }
 
 impl Gateway {
@@ -54,6 +57,7 @@ impl Gateway {
             options,
             open: Mutex::new(HashMap::new()),
             questions: QuestionBook::default(),
+            tasks: Arc::default(),
         }
     }
 
@@ -282,6 +286,7 @@ impl ServerHandler for DownstreamSession {
             "prompts": {"listChanged": true},
             "logging": {},
             "completions": {},
+            "extensions": {"io.modelcontextprotocol/tasks": {}},
         }))
         .expect("a valid capabilities object");
         let agent = self.agent(None);
@@ -393,6 +398,46 @@ impl ServerHandler for DownstreamSession {
         };
         let result = own_tools::call(&served, &agent, &request.name, arguments, &ctx).await;
         Ok(result.into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let agent = self.agent(Some(&ctx));
+        let registry = self.airlock().registry();
+        self.gateway
+            .tasks
+            .get(registry, &agent, &request.task_id)
+            .await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let agent = self.agent(Some(&ctx));
+        let registry = self.airlock().registry();
+        let (id, answers) = (request.task_id, request.input_responses);
+        self.gateway
+            .tasks
+            .update(registry, &agent, &id, answers)
+            .await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let agent = self.agent(Some(&ctx));
+        let registry = self.airlock().registry();
+        self.gateway
+            .tasks
+            .cancel(registry, &agent, &request.task_id)
+            .await
     }
 
     fn accepted_subscription_filter(

@@ -26,6 +26,7 @@ mod own_tools;
 mod questions;
 mod results;
 mod routes;
+mod tasks;
 pub mod tokens;
 
 use std::net::SocketAddr;

@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::handler::Gateway;
 use super::own_tools::{self, Served};
+use super::tasks::{Running, TASK_AFTER};
 use crate::session::{AgentCapabilities, AgentClient, AgentFuture};
 
 /// How long a call may wait for its client's answer.
@@ -42,7 +43,7 @@ pub const SUSPENDED_FOR: Duration = Duration::from_secs(10 * 60);
 const STATE_PREFIX: &str = "airlock-q-";
 
 /// What the call task tells the request waiting on it.
-enum Step {
+pub(super) enum Step {
     /// A server asked something; the answer goes back on the sender.
     Asked(Question),
     /// The call is over.
@@ -50,7 +51,7 @@ enum Step {
 }
 
 /// A server's question, and where its answer goes.
-enum Question {
+pub(super) enum Question {
     Elicit(
         ElicitRequestParams,
         oneshot::Sender<Result<ElicitResult, McpError>>,
@@ -63,7 +64,7 @@ enum Question {
 
 impl Question {
     /// The question as one entry of `inputRequests`.
-    fn request(&self) -> InputRequest {
+    pub(super) fn request(&self) -> InputRequest {
         match self {
             Question::Elicit(params, _) => {
                 InputRequest::Elicitation(ElicitRequest::new(params.clone()))
@@ -75,7 +76,7 @@ impl Question {
     }
 
     /// Hands the client's answer (or its absence) to the waiting server.
-    fn answer(self, answer: Option<Value>) {
+    pub(super) fn answer(self, answer: Option<Value>) {
         match self {
             Question::Elicit(_, tx) => {
                 let _ = tx.send(parse_answer(answer));
@@ -192,6 +193,9 @@ impl QuestionBook {
         let mut call_ctx = ctx.clone();
         call_ctx.ct = cancel.clone();
         let call_agent = agent.clone();
+        let request_name = name.clone();
+        let registry = gateway.airlock.registry();
+        let tasks = gateway.tasks.clone();
         let mut call = Box::pin(async move {
             let served = Served {
                 airlock: &gateway.airlock,
@@ -201,8 +205,20 @@ impl QuestionBook {
             own_tools::call(&served, &call_agent, &name, arguments, &call_ctx).await
         });
         let mut steps = steps;
+        // A client that takes tasks gets a task handle for a call that is slow.
+        let takes_tasks = ctx
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks());
+        let slow = async {
+            if takes_tasks {
+                tokio::time::sleep(TASK_AFTER).await
+            } else {
+                std::future::pending().await
+            }
+        };
         // Most calls ask nothing: they run here, in this request's task. The first
-        // question moves the call to a task of its own, to outlive this request.
+        // question (or, for a client that takes tasks, the call's first second) moves
+        // the call to a task of its own, to outlive this request.
         let asked = tokio::select! {
             result = &mut call => return CallToolResponse::Complete(result),
             _ = ctx.ct.cancelled() => {
@@ -211,11 +227,25 @@ impl QuestionBook {
                 return CallToolResponse::Complete(call.await);
             }
             step = steps.recv() => step,
+            _ = slow => None,
         };
         tokio::spawn(async move {
             let result = call.await;
             let _ = tx.send(Step::Done(result)).await;
         });
+        if takes_tasks {
+            let running = Running {
+                agent,
+                tool: request_name,
+                cancel,
+                steps,
+                first: asked,
+            };
+            return match tasks.start(registry, running).await {
+                Ok(handle) => CallToolResponse::Task(handle),
+                Err(e) => CallToolResponse::Complete(ended(&e.message)),
+            };
+        }
         let suspended = Suspended {
             agent,
             since: Instant::now(),
@@ -304,7 +334,7 @@ impl QuestionBook {
 }
 
 /// A call that ended without its result, as a tool error.
-fn ended(why: &str) -> CallToolResult {
+pub(super) fn ended(why: &str) -> CallToolResult {
     let mut result = CallToolResult::error(vec![rmcp::model::ContentBlock::text(why)]);
     result.is_error = Some(true);
     result

@@ -1,7 +1,7 @@
 //! Persistent state, with versioned migrations: frozen namespaces, grants, services
 //! managed by `airlock servers` (secret values are only referenced), tested catalogs,
-//! the index of retained results, import previews, gateway tokens and remembered
-//! approvals.
+//! the index of retained results, import previews, gateway tokens, remembered
+//! approvals and the gateway's task handles.
 //!
 //! Two engines hold it ([`db`]): an embedded SQLite database (`registry.db` in the data
 //! directory, the default), or PostgreSQL (`[registry] url = "postgres://…"`), which
@@ -20,6 +20,7 @@ mod imports;
 mod postgres;
 mod results;
 mod services;
+mod tasks;
 mod tokens;
 
 pub use approvals::{ApprovalGrant, ApprovalScope, glob_literal};
@@ -28,6 +29,7 @@ pub use catalogs::StoredCatalog;
 pub use imports::ImportPreview;
 pub use results::ResultEntry;
 pub use services::{Scope, ServiceKey, ServiceRecord, StoredTransport, StoredValue};
+pub use tasks::{TaskRecord, TaskSignals};
 pub use tokens::TokenRecord;
 
 use std::path::Path;
@@ -128,6 +130,27 @@ const MIGRATIONS: &[&str] = &[
         created_at INTEGER NOT NULL DEFAULT (unixepoch())
     );
     CREATE INDEX approvals_by_scope ON approvals (agent, service, plugin, rule);",
+    "CREATE TABLE tasks (
+        id               TEXT PRIMARY KEY NOT NULL,
+        agent            TEXT NOT NULL,
+        tool             TEXT NOT NULL,
+        status           TEXT NOT NULL,
+        status_message   TEXT,
+        payload          TEXT,
+        created_ms       INTEGER NOT NULL,
+        updated_ms       INTEGER NOT NULL,
+        ttl_ms           INTEGER NOT NULL,
+        replica          TEXT NOT NULL,
+        lease_until_ms   INTEGER NOT NULL,
+        cancel_requested INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX tasks_by_age ON tasks (created_ms);
+    CREATE TABLE task_responses (
+        task_id TEXT NOT NULL,
+        key     TEXT NOT NULL,
+        value   TEXT NOT NULL,
+        PRIMARY KEY (task_id, key)
+    );",
 ];
 
 /// A registry error.

@@ -111,6 +111,27 @@ const MIGRATIONS: &[&str] = &[
         arguments_re TEXT NOT NULL
     );
     CREATE INDEX approvals_by_scope ON approvals (agent, service, plugin, rule);",
+    "CREATE TABLE tasks (
+        id               TEXT PRIMARY KEY NOT NULL,
+        agent            TEXT NOT NULL,
+        tool             TEXT NOT NULL,
+        status           TEXT NOT NULL,
+        status_message   TEXT,
+        payload          TEXT,
+        created_ms       BIGINT NOT NULL,
+        updated_ms       BIGINT NOT NULL,
+        ttl_ms           BIGINT NOT NULL,
+        replica          TEXT NOT NULL,
+        lease_until_ms   BIGINT NOT NULL,
+        cancel_requested BOOLEAN NOT NULL DEFAULT FALSE
+    );
+    CREATE INDEX tasks_by_age ON tasks (created_ms);
+    CREATE TABLE task_responses (
+        task_id TEXT NOT NULL,
+        key     TEXT NOT NULL,
+        value   TEXT NOT NULL,
+        PRIMARY KEY (task_id, key)
+    );",
 ];
 
 /// A registry in PostgreSQL.

@@ -484,6 +484,36 @@ async fn an_embedder_answers_per_call_and_a_server_that_keeps_asking_is_stopped(
     airlock.close().await;
 }
 
+/// A URL-mode elicitation passes the service's policy before anyone is asked: a URL the
+/// policy denies never reaches the asker (the server hears why), an allowed one does.
+#[tokio::test]
+async fn a_url_a_server_sends_the_user_to_passes_the_policy_first() {
+    use airlock_host::{Airlock, CallOptions};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let up = upstreams(
+        "adapters = { policy = \"builtin:policy\" }\n\
+         adapter_config = { policy = { deny_arguments = [{ name = \"phishing\", regex = \"evil\\\\.example\" }] } }",
+    );
+    let airlock = Airlock::start(up.ws.load(), up.ws.options()).await.unwrap();
+    // The call's own arguments pass; the URL the server builds from them does not.
+    for (site, asked, said) in [("good", 1, "sign-in: accept"), ("evil", 0, "phishing")] {
+        let asker = Arc::new(YesSayer(AtomicUsize::new(0)));
+        let options = CallOptions {
+            asker: Some(asker.clone()),
+            ..Default::default()
+        };
+        let out = airlock
+            .call_with("mcp__l__sign_in", json!({"site": site}), options)
+            .await
+            .unwrap_or_else(|e| panic!("{site}: {e}"));
+        let text = out.content[0]["text"].as_str().unwrap_or_default();
+        assert!(text.contains(said), "{site}: {text}");
+        assert_eq!(asker.0.load(Ordering::SeqCst), asked, "{site}: {text}");
+    }
+    airlock.close().await;
+}
+
 /// A 2026-07-28 client's question round trip, by hand: the call answers `input_required`
 /// with the upstream's question (its secret redacted) and an opaque `requestState`;
 /// another agent presenting that state is refused and changes nothing; the asking agent's

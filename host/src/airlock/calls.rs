@@ -289,7 +289,15 @@ impl Airlock {
             cancel: options.cancel.clone(),
             progress: Some(tx),
             trace: options.trace.clone(),
-            asker: options.asker.clone(),
+            // A URL the server sends the user to passes the service's policy first.
+            asker: options.asker.clone().map(|asker| {
+                super::questions::PolicedAsker::wrap(
+                    asker,
+                    inner,
+                    &options.agent,
+                    Some(&entry.raw_name),
+                )
+            }),
         };
         let call = async {
             let reply = live

@@ -17,6 +17,7 @@ mod egress;
 mod inventory;
 mod listings;
 mod policy;
+mod questions;
 mod report;
 mod sessions;
 mod start;
@@ -31,6 +32,7 @@ pub use access::{AccessCheck, AccessMode, AccessOptions, AccessRefused, AccessRe
 pub use approvals::{Approval, ApprovalRequest, Approver, RememberArguments};
 pub use calls::{CallOptions, CallOutput, Redaction, call_json};
 pub use inventory::{PluginSlot, ServicePlugins, SessionInfo};
+pub use questions::URL_ELICITATION;
 pub use report::{ServiceReport, ServiceStatus, TestReport};
 pub use start::StartError;
 #[cfg(feature = "cli")]

@@ -92,6 +92,7 @@ impl Airlock {
     /// (with the right ones) on its next use.
     pub async fn attach_client(&self, agent: &str, client: Arc<dyn AgentClient>) {
         let wanted = client.capabilities();
+        let client = super::questions::PolicedAsker::wrap(client, &self.inner, agent, None);
         self.inner.agent_link(agent).set(Some(client));
         for (service, live) in self.inner.pool.sessions_of(agent).await {
             if live.session.agent_capabilities() != wanted {

@@ -2,8 +2,9 @@
 SDK 1.x (FastMCP): it knows nothing of 2026-07-28 (it answers `server/discover` with
 "method not found"), and asks its question with a mid-call `elicitation/create`.
 
-Tools `echo`, `leak_secret` (SERVICE_TOKEN) and `confirm` (a question carrying
-SERVICE_TOKEN); resource `note://readme`; prompt `greet`. Runs over stdio.
+Tools `echo`, `leak_secret` (SERVICE_TOKEN), `confirm` (a question carrying
+SERVICE_TOKEN) and `sign_in` (a URL-mode elicitation sending the user to
+`https://SITE.example/login`); resource `note://readme`; prompt `greet`. Runs over stdio.
 """
 
 import os
@@ -39,6 +40,17 @@ async def confirm(action: str, ctx: Context) -> str:
     answer = await ctx.elicit(f"Really {action}? (asked with token {TOKEN})", Approval)
     ok = answer.action == "accept" and answer.data.ok
     return f"{action}: {'approved' if ok else 'refused'}"
+
+
+@mcp.tool()
+async def sign_in(site: str, ctx: Context) -> str:
+    """Sends the user to the site's sign-in page (URL-mode elicitation); says how it went."""
+    url = f"https://{site}.example/login"
+    try:
+        answer = await ctx.elicit_url("Sign in to continue", url, "sign-in-1")
+    except Exception as e:  # the client (or Airlock's policy) refused to ask
+        return f"sign-in refused: {e}"
+    return f"sign-in: {answer.action}"
 
 
 @mcp.resource("note://readme")

@@ -626,6 +626,27 @@ fn a_modern_clients_listen_stream_hears_a_modern_upstreams_new_tool() {
     }
 }
 
+/// Resource updates across eras: a 2026-07-28 client subscribes to a 2026-07-28
+/// upstream's resource on its listen stream; Airlock opens a listen stream upstream for
+/// that one URI (the revision has no `resources/subscribe`), and the upstream's update
+/// reaches the client under the URI the client knows, over stdio and HTTP.
+#[test]
+fn a_modern_upstreams_resource_update_reaches_a_modern_clients_listen_stream() {
+    for over_http in [false, true] {
+        let up = upstreams("");
+        let gateway = over_http.then(|| HttpGateway::start(&up.ws, &[]));
+        let target = match &gateway {
+            Some(gateway) => vec!["--http".to_string(), gateway.url.clone()],
+            None => stdio_target(&up.ws),
+        };
+        let report = modern_client_on(&up.ws, "2026-07-28", "updates:m", &target);
+        let uri = report["uri"].as_str().expect("m's resource is listed");
+        assert_eq!(report["honored"], json!([uri]), "{report:#}");
+        assert_eq!(report["event"], "ResourceUpdated", "{report:#}");
+        assert_eq!(report["updated"], uri, "{report:#}");
+    }
+}
+
 /// A task-capable upstream (SEP-2663) answers a call with a task handle; Airlock follows
 /// the task to its end, and its result is redacted and retained like any other.
 #[test]

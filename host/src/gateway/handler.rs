@@ -200,6 +200,19 @@ impl DownstreamSession {
             .unwrap_or_else(|| self.gateway.options.agent.clone())
     }
 
+    /// The agent a request comes from. A 2026-07-28 request's agent is offered a client
+    /// whose calls bring their own askers before any of its upstream sessions opens, so
+    /// the sessions declare from the start what its calls can answer (a first call would
+    /// otherwise reopen every session opened before it, and end what they subscribed).
+    async fn caller(&self, ctx: &RequestContext<RoleServer>) -> String {
+        let agent = self.agent(Some(ctx));
+        if eras::is_stateless(ctx) {
+            let askers = Arc::new(crate::session::PerCallAskers);
+            self.airlock().offer_client(&agent, askers).await;
+        }
+        agent
+    }
+
     /// Starts turning Airlock's events into notifications to this client.
     fn watch(&self, peer: rmcp::Peer<RoleServer>, agent: String) {
         let mut events = self.airlock().events();
@@ -219,11 +232,11 @@ impl DownstreamSession {
                     routes: &state.routes,
                 };
                 let subscribed = |service: &str, uri: &str| {
-                    state
-                        .subscriptions
-                        .lock()
-                        .expect("subscriptions poisoned")
-                        .contains(&(service.to_string(), uri.to_string()))
+                    let key = (service.to_string(), uri.to_string());
+                    let subscriptions = state.subscriptions.lock().expect("subscriptions poisoned");
+                    subscriptions
+                        .contains(&key)
+                        .then(|| state.routes.exposed(service, uri))
                 };
                 let Some(notification) = audience.notification(&event, subscribed) else {
                     continue;
@@ -348,7 +361,7 @@ impl ServerHandler for DownstreamSession {
         _request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let agent = self.agent(Some(&ctx));
+        let agent = self.caller(&ctx).await;
         // Airlock's own tools first, in their fixed order; then the catalog's, by name.
         let mut tools: Vec<Tool> =
             eras::typed_items(own_tools::definitions(self.gateway.options.tools))?;
@@ -376,7 +389,7 @@ impl ServerHandler for DownstreamSession {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let agent = self.agent(Some(&ctx));
+        let agent = self.caller(&ctx).await;
         if eras::is_stateless(&ctx) {
             // A 2026-07-28 client is asked its server's questions through
             // `input_required`; its retry carries the answers and our requestState.
@@ -405,7 +418,7 @@ impl ServerHandler for DownstreamSession {
         request: GetTaskParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
-        let agent = self.agent(Some(&ctx));
+        let agent = self.caller(&ctx).await;
         let registry = self.airlock().registry();
         self.gateway
             .tasks
@@ -418,7 +431,7 @@ impl ServerHandler for DownstreamSession {
         request: UpdateTaskParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let agent = self.agent(Some(&ctx));
+        let agent = self.caller(&ctx).await;
         let registry = self.airlock().registry();
         let (id, answers) = (request.task_id, request.input_responses);
         self.gateway
@@ -432,7 +445,7 @@ impl ServerHandler for DownstreamSession {
         request: CancelTaskParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let agent = self.agent(Some(&ctx));
+        let agent = self.caller(&ctx).await;
         let registry = self.airlock().registry();
         self.gateway
             .tasks
@@ -449,7 +462,7 @@ impl ServerHandler for DownstreamSession {
     }
 
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
-        let agent = self.agent(Some(subscription.request_context()));
+        let agent = self.caller(subscription.request_context()).await;
         let audience = Audience {
             agent: &agent,
             surface: self.gateway.options.tools,
@@ -463,7 +476,7 @@ impl ServerHandler for DownstreamSession {
         _request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let agent = self.agent(Some(&ctx));
+        let agent = self.caller(&ctx).await;
         let exposed = self
             .state
             .routes
@@ -482,7 +495,7 @@ impl ServerHandler for DownstreamSession {
         _request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        let agent = self.agent(Some(&ctx));
+        let agent = self.caller(&ctx).await;
         let exposed = self
             .state
             .routes
@@ -501,7 +514,7 @@ impl ServerHandler for DownstreamSession {
         request: ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let agent = self.agent(Some(&ctx));
+        let agent = self.caller(&ctx).await;
         let (service, uri) = self
             .state
             .routes
@@ -532,7 +545,7 @@ impl ServerHandler for DownstreamSession {
         request: SubscribeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let agent = self.agent(Some(&ctx));
+        let agent = self.caller(&ctx).await;
         let (service, uri) = self
             .state
             .routes
@@ -555,7 +568,7 @@ impl ServerHandler for DownstreamSession {
         request: UnsubscribeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let agent = self.agent(Some(&ctx));
+        let agent = self.caller(&ctx).await;
         let (service, uri) = self
             .state
             .routes
@@ -577,7 +590,7 @@ impl ServerHandler for DownstreamSession {
         _request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        let agent = self.agent(Some(&ctx));
+        let agent = self.caller(&ctx).await;
         let exposed = self
             .state
             .routes
@@ -596,7 +609,7 @@ impl ServerHandler for DownstreamSession {
         request: GetPromptRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        let agent = self.agent(Some(&ctx));
+        let agent = self.caller(&ctx).await;
         let (service, name) = self
             .state
             .routes
@@ -618,7 +631,7 @@ impl ServerHandler for DownstreamSession {
         request: CompleteRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        let agent = self.agent(Some(&ctx));
+        let agent = self.caller(&ctx).await;
         let mut params = serde_json::to_value(&request).map_err(internal)?;
         let reference = params.get("ref").cloned().unwrap_or_default();
         let service = match reference.get("type").and_then(Value::as_str) {
@@ -664,7 +677,7 @@ impl ServerHandler for DownstreamSession {
         request: SetLevelRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let agent = self.agent(Some(&ctx));
+        let agent = self.caller(&ctx).await;
         self.state.logs.set(request.level);
         let level = serde_json::to_value(request.level).map_err(internal)?;
         let level = level.as_str().unwrap_or("info").to_string();

@@ -25,11 +25,11 @@ pub struct Audience<'a> {
 
 impl Audience<'_> {
     /// The notification `event` means for this client, if any; `subscribed` says whether
-    /// it asked for updates of a (service, server URI).
+    /// it asked for updates of a (service, server URI), and by which URI.
     pub fn notification(
         &self,
         event: &Event,
-        subscribed: impl Fn(&str, &str) -> bool,
+        subscribed: impl Fn(&str, &str) -> Option<String>,
     ) -> Option<ServerNotification> {
         let tools = self.surface == ToolSurface::All;
         Some(match event {
@@ -47,8 +47,8 @@ impl Audience<'_> {
             Event::PromptsChanged { .. } => ServerNotification::PromptListChangedNotification(
                 PromptListChangedNotification::default(),
             ),
-            Event::ResourceUpdated { service, uri } if subscribed(service, uri) => {
-                let exposed = self.routes.exposed(service, uri);
+            Event::ResourceUpdated { service, uri } => {
+                let exposed = subscribed(service, uri)?;
                 ServerNotification::ResourceUpdatedNotification(ResourceUpdatedNotification::new(
                     ResourceUpdatedNotificationParam::new(exposed),
                 ))
@@ -66,12 +66,14 @@ pub async fn listen(
     subscription: rmcp::service::SubscriptionContext,
 ) -> Result<(), rmcp::ErrorData> {
     use rmcp::service::SubscriptionSendError;
-    use std::collections::HashSet;
+    use std::collections::HashMap;
     use tokio::sync::broadcast::error::RecvError;
 
     let agent = audience.agent;
     let mut events = airlock.events();
-    let mut watched: HashSet<(String, String)> = HashSet::new();
+    // (service, server URI) → the URI the client subscribed with: a stateless request
+    // has learned no listing, so the way back is what the client said.
+    let mut watched: HashMap<(String, String), String> = HashMap::new();
     let wanted = subscription.accepted().resource_subscriptions.clone();
     for exposed in wanted.iter().flatten() {
         let (service, uri) = audience.routes.resource(airlock, agent, exposed).await?;
@@ -86,7 +88,7 @@ pub async fn listen(
                 e.message
             );
         }
-        watched.insert((service, uri));
+        watched.insert((service, uri), exposed.clone());
     }
     loop {
         let event = tokio::select! {
@@ -97,8 +99,11 @@ pub async fn listen(
                 Err(RecvError::Closed) => break,
             },
         };
-        let subscribed =
-            |service: &str, uri: &str| watched.contains(&(service.to_string(), uri.to_string()));
+        let subscribed = |service: &str, uri: &str| {
+            watched
+                .get(&(service.to_string(), uri.to_string()))
+                .cloned()
+        };
         let Some(notification) = audience.notification(&event, subscribed) else {
             continue;
         };
@@ -107,7 +112,7 @@ pub async fn listen(
             Err(_) => break,
         }
     }
-    for (service, uri) in watched {
+    for (service, uri) in watched.into_keys() {
         let _ = airlock
             .subscribe_resource(agent, &service, &uri, false)
             .await;

@@ -1,7 +1,8 @@
-//! Change notices from a 2026-07-28 server. Such a server sends list changes only on a
-//! `subscriptions/listen` stream, not on its own; a session on that revision keeps one
-//! open for its lifetime, so the catalog hears of new tools, prompts and resources as it
-//! does from a handshake-era server.
+//! Change notices from a 2026-07-28 server. Such a server sends list changes and
+//! resource updates only on `subscriptions/listen` streams, not on its own: a session on
+//! that revision keeps one open for its lifetime, so the catalog hears of new tools,
+//! prompts and resources as it does from a handshake-era server, and one more per
+//! resource an agent subscribes to (that revision has no `resources/subscribe`).
 
 use rmcp::RoleClient;
 use rmcp::model::{ServerNotification, SubscriptionFilter};
@@ -34,20 +35,57 @@ pub(super) async fn listen_for_changes(
         .prompts_list_changed()
         .resources_list_changed()
         .build();
+    match listen(peer, client, filter).await {
+        Ok(listener) => Some(listener),
+        Err(e) => {
+            tracing::debug!("{e}");
+            None
+        }
+    }
+}
+
+/// Opens a stream of updates to the resource `uri`, reported through `client`;
+/// acknowledged before this returns.
+pub(super) async fn listen_for_updates(
+    peer: &Peer<RoleClient>,
+    client: AirlockClient,
+    uri: &str,
+) -> Result<ChangeListener, String> {
+    let filter = SubscriptionFilter::builder()
+        .resource_subscriptions([uri])
+        .build();
+    listen(peer, client, filter).await
+}
+
+/// Opens a `subscriptions/listen` stream with `filter`, its notices reported through
+/// `client`, once the server acknowledged it.
+async fn listen(
+    peer: &Peer<RoleClient>,
+    client: AirlockClient,
+    filter: SubscriptionFilter,
+) -> Result<ChangeListener, String> {
     let mut subscription =
         match tokio::time::timeout(ACKNOWLEDGED_WITHIN, peer.listen(filter)).await {
             Ok(Ok(subscription)) => subscription,
             Ok(Err(e)) => {
-                tracing::debug!("the server opened no subscriptions/listen stream: {e}");
-                return None;
+                return Err(format!(
+                    "the server opened no subscriptions/listen stream: {e}"
+                ));
             }
             Err(_) => {
-                tracing::debug!("the server did not acknowledge subscriptions/listen in time");
-                return None;
+                return Err("the server did not acknowledge subscriptions/listen in time".into());
             }
         };
-    Some(ChangeListener(tokio::spawn(async move {
-        while let Ok(Some(notification)) = subscription.next().await {
+    Ok(ChangeListener(tokio::spawn(async move {
+        loop {
+            let notification = match subscription.next().await {
+                Ok(Some(notification)) => notification,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!("a subscriptions/listen stream ended: {e}");
+                    break;
+                }
+            };
             let notice = match notification {
                 ServerNotification::ToolListChangedNotification(_) => ServerNotice::ToolsChanged,
                 ServerNotification::PromptListChangedNotification(_) => {

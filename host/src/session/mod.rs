@@ -24,6 +24,7 @@ mod progress;
 mod tasks;
 mod trace;
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use rmcp::RoleClient;
@@ -158,6 +159,10 @@ pub struct Session {
     drain: drain::DrainGate,
     /// The `subscriptions/listen` stream of a 2026-07-28 server.
     _changes: Option<listen::ChangeListener>,
+    /// Whether the server speaks 2026-07-28 (resource updates come on listen streams).
+    modern: bool,
+    /// A 2026-07-28 server's update streams, one per subscribed resource URI.
+    updates: std::sync::Mutex<HashMap<String, listen::ChangeListener>>,
 }
 
 pub(crate) fn stderr_suffix(process: &ServerProcess) -> String {
@@ -206,6 +211,8 @@ impl Session {
                     identity,
                     drain: drain::DrainGate::default(),
                     _changes: changes,
+                    modern,
+                    updates: Default::default(),
                 })
             }
             Err(e) => {
@@ -216,6 +223,8 @@ impl Session {
                     identity: placeholder_identity(transport),
                     drain: Default::default(),
                     _changes: None,
+                    modern: false,
+                    updates: Default::default(),
                 }
                 .close()
                 .await;
@@ -288,13 +297,34 @@ impl Session {
             .collect())
     }
 
-    /// `resources/subscribe` (or `unsubscribe` when `subscribe` is false) for `uri`.
+    /// `resources/subscribe` (or `unsubscribe` when `subscribe` is false) for `uri`; on
+    /// a 2026-07-28 server, a `subscriptions/listen` stream for `uri` opened (or closed).
     pub async fn subscribe(
         &self,
         uri: &str,
         subscribe: bool,
         timeout: Duration,
     ) -> Result<(), CallError> {
+        if self.modern {
+            if !subscribe {
+                self.updates.lock().expect("updates poisoned").remove(uri);
+                return Ok(());
+            }
+            let peer = self.service.peer();
+            let stream = listen::listen_for_updates(peer, self.client.clone(), uri)
+                .await
+                .map_err(|e| {
+                    CallError::new(
+                        ErrorCode::ServiceUnavailable,
+                        format!("cannot subscribe to {uri}: {e}"),
+                    )
+                })?;
+            self.updates
+                .lock()
+                .expect("updates poisoned")
+                .insert(uri.to_string(), stream);
+            return Ok(());
+        }
         #[allow(deprecated)]
         let request = if subscribe {
             ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(

@@ -11,7 +11,8 @@ MODE is the SDK's own: `auto` (probe `server/discover`, fall back to `initialize
 
 SERVICES `listen:NAME` instead: open a `subscriptions/listen` stream for tool list
 changes, call NAME's `grow`, and report whether the change arrived and the new tool is
-listed.
+listed. SERVICES `updates:NAME`: subscribe to NAME's `note://readme` on a listen stream,
+call NAME's `touch`, and report whether the update arrived.
 
 The walk: list tools, resources and prompts; then for each of SERVICES (comma-separated
 service names, each fronting a twin of modern_server.py): call its `leak_secret`, read its
@@ -114,6 +115,27 @@ async def listen_for_growth(client, service):
     return report
 
 
+async def listen_for_update(client, service):
+    """Subscribes to `service`'s `note://readme` on a listen stream, has `service` touch
+    it, and reports whether the update arrived, and for which URI."""
+    report = {"protocol_version": client.protocol_version}
+    listed = await client.list_resources()
+    uris = [str(r.uri) for r in listed.resources if str(r.uri).startswith(f"airlock://{service}/")]
+    report["uri"] = uris[0] if uris else None
+    async with client.listen(resource_subscriptions=uris) as subscription:
+        report["honored"] = list(subscription.honored.resource_subscriptions or [])
+        touched = await client.call_tool(f"mcp__{service}__touch", {})
+        report["touched"] = text_of(touched.content)
+        try:
+            with anyio.fail_after(30):
+                event = await subscription.__anext__()
+            report["event"] = type(event).__name__
+            report["updated"] = getattr(event, "uri", None)
+        except TimeoutError:
+            report["event"] = None
+    return report
+
+
 async def main(argv):
     mode, services = argv[0], argv[1].split(",")
     argv = argv[1:]
@@ -136,6 +158,8 @@ async def main(argv):
     async with Client(server, mode=mode, elicitation_callback=on_elicit, cache=None) as client:
         if services[0].startswith("listen:"):
             report = await listen_for_growth(client, services[0].split(":", 1)[1])
+        elif services[0].startswith("updates:"):
+            report = await listen_for_update(client, services[0].split(":", 1)[1])
         else:
             report = await walk(client, services, questions)
     print(json.dumps(report))

@@ -7,7 +7,8 @@ Usage:
 
 Tools: `echo`, `leak_secret` (returns SERVICE_TOKEN), `traceparent` (the W3C trace
 context its request carried in `_meta`), `nag` (asks on every round, never finishes), `grow` (adds a tool and says so on the
-`subscriptions/listen` streams), and
+`subscriptions/listen` streams), `touch` (says `note://readme` changed, on the
+streams subscribed to it), and
 `confirm`, which asks its user
 a question through a resolver: a mid-call elicitation request on a handshake-era
 connection, an `input_required` result on a 2026-07-28 one. The question carries
@@ -23,7 +24,7 @@ from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResul
 from pydantic import BaseModel
 
 from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
-from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated, ToolsListChanged
 
 TOKEN = os.environ.get("SERVICE_TOKEN", "")
 
@@ -92,6 +93,13 @@ async def grow(name: str) -> str:
     mcp.add_tool(grown, name=f"grown_{name}")
     await bus.publish(ToolsListChanged())
     return f"added grown_{name}"
+
+
+@mcp.tool()
+async def touch() -> str:
+    """Tells listening clients subscribed to `note://readme` that it changed."""
+    await bus.publish(ResourceUpdated(uri="note://readme"))
+    return "touched note://readme"
 
 
 @mcp.resource("note://readme")

@@ -1,11 +1,11 @@
-//! [`Gateway`] and one downstream session's MCP server handler: the handshake (which
+//! One downstream session's MCP server handler: the handshake (which
 //! agent this is, its client attached for sampling, elicitation and logs), listings,
 //! calls, resources, prompts, completion, log levels, roots, and the watcher that turns
 //! Airlock's events into `list_changed` and `resources/updated` notifications.
 
 #![allow(deprecated)] // roots, logging and subscriptions: still in every supported revision
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use rmcp::model::{
@@ -21,104 +21,20 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
+use super::ToolSurface;
 use super::downstream::{DownstreamClient, LogFilter};
 use super::eras::{self, listing};
 use super::notices::{self, Audience};
 use super::own_tools::{self, Served};
-use super::questions::QuestionBook;
 use super::results::rpc_error;
 use super::routes::Routes;
-use super::tasks::TaskBook;
-use super::{ServeOptions, ToolSurface};
+use super::shared::Gateway;
 use crate::Airlock;
 
 /// The agent an HTTP request was authenticated as (put in the request's extensions by
 /// the HTTP layer).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct AuthenticatedAgent(pub String);
-
-/// The gateway: the Airlock it fronts, how it serves, and how many downstream sessions
-/// each agent has open (an agent's upstream sessions close with its last one).
-pub struct Gateway {
-    pub(crate) airlock: Airlock,
-    pub(crate) options: ServeOptions,
-    open: Mutex<HashMap<String, usize>>,
-    /// The calls of 2026-07-28 clients waiting for their answers.
-    questions: QuestionBook,
-    /// The task handles given to 2026-07-28 clients.
-    pub(super) tasks: Arc<TaskBook>,
-}
-
-impl Gateway {
-    /// A gateway in front of `airlock`.
-    pub fn new(airlock: Airlock, options: ServeOptions) -> Self {
-        Gateway {
-            airlock,
-            options,
-            open: Mutex::new(HashMap::new()),
-            questions: QuestionBook::default(),
-            tasks: Arc::default(),
-        }
-    }
-
-    /// The handler of the one stdio session (its agent is the configured one).
-    pub(crate) fn stdio_session(self: &Arc<Self>) -> DownstreamSession {
-        DownstreamSession::new(self.clone(), Some(self.options.agent.clone()))
-    }
-
-    /// A handler for an HTTP session (its agent comes from the request).
-    pub(crate) fn http_session(self: &Arc<Self>) -> DownstreamSession {
-        DownstreamSession::new(self.clone(), None)
-    }
-
-    fn session_opened(&self, agent: &str) {
-        *self
-            .open
-            .lock()
-            .expect("open sessions poisoned")
-            .entry(agent.to_string())
-            .or_default() += 1;
-    }
-
-    /// One downstream session of `agent` ended: with its last one, the agent's client
-    /// is detached and its upstream sessions (and their processes) are closed.
-    async fn session_closed(&self, agent: &str) {
-        let last = {
-            let mut open = self.open.lock().expect("open sessions poisoned");
-            let count = open.entry(agent.to_string()).or_default();
-            *count = count.saturating_sub(1);
-            let last = *count == 0;
-            if last {
-                open.remove(agent);
-            }
-            last
-        };
-        if last {
-            self.airlock.detach_client(agent);
-            self.airlock.disconnect_agent(agent).await;
-        }
-    }
-
-    /// Closes every agent's upstream sessions (the gateway is stopping).
-    pub async fn close_all(&self) {
-        let agents: Vec<String> = self
-            .open
-            .lock()
-            .expect("open sessions poisoned")
-            .drain()
-            .map(|(a, _)| a)
-            .collect();
-        for agent in agents {
-            self.airlock.detach_client(&agent);
-        }
-        self.airlock.clone().close().await;
-    }
-
-    /// The downstream sessions open per agent.
-    pub fn open_sessions(&self) -> HashMap<String, usize> {
-        self.open.lock().expect("open sessions poisoned").clone()
-    }
-}
 
 /// What one downstream session remembers.
 #[derive(Default)]
@@ -174,7 +90,7 @@ pub(crate) fn from_json<T: serde::de::DeserializeOwned>(value: Value) -> Result<
 }
 
 impl DownstreamSession {
-    fn new(gateway: Arc<Gateway>, agent: Option<String>) -> Self {
+    pub(super) fn new(gateway: Arc<Gateway>, agent: Option<String>) -> Self {
         let state = SessionState::default();
         if let Some(agent) = agent {
             let _ = state.agent.set(agent);

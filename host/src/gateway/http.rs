@@ -23,7 +23,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::handler::{AuthenticatedAgent, Gateway};
+use super::Gateway;
+use super::handler::AuthenticatedAgent;
 use super::tokens::TokenBook;
 use super::{DEFAULT_SESSION_IDLE, MAX_MESSAGE_BYTES, ServeOptions};
 use crate::Airlock;

@@ -26,6 +26,7 @@ mod own_tools;
 mod questions;
 mod results;
 mod routes;
+mod shared;
 mod tasks;
 pub mod tokens;
 
@@ -33,8 +34,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use handler::Gateway;
 pub use http::{HttpError, HttpOptions, serve_http};
+pub use shared::Gateway;
 
 use crate::Airlock;
 

@@ -10,6 +10,10 @@
 //! call, honoured only for the agent that started it; a call left waiting longer than
 //! [`SUSPENDED_FOR`] is cancelled. The call lives in this process, so a retry must reach
 //! the same replica (only calls that ask need that affinity).
+//!
+//! A client that declares the tasks extension is not asked this way: a call of its that
+//! asks, or runs longer than [`super::tasks::TASK_AFTER`], becomes a task
+//! ([`super::tasks`]), whose questions wait in the task for `tasks/update`.
 
 // Sampling and elicitation are deprecated in the 2026 drafts (SEP-2577); this is where
 // Airlock carries them across eras.
@@ -31,7 +35,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::handler::Gateway;
+use super::Gateway;
 use super::own_tools::{self, Served};
 use super::tasks::{Running, TASK_AFTER};
 use crate::session::{AgentCapabilities, AgentClient, AgentFuture};

@@ -9,7 +9,12 @@ use rmcp::model::{ServerNotification, SubscriptionFilter};
 use rmcp::service::Peer;
 use tokio::task::JoinHandle;
 
-use super::{AirlockClient, ServerNotice};
+use std::time::Duration;
+
+use rmcp::model::ClientRequest;
+
+use super::{AirlockClient, ServerNotice, Session};
+use crate::error::{CallError, ErrorCode};
 
 /// The listening task of one session; it stops when the session is dropped.
 pub(super) struct ChangeListener(JoinHandle<()>);
@@ -104,4 +109,52 @@ async fn listen(
             client.notice(notice);
         }
     })))
+}
+
+impl Session {
+    /// `resources/subscribe` (or `unsubscribe` when `subscribe` is false) for `uri`; on
+    /// a 2026-07-28 server, a `subscriptions/listen` stream for `uri` opened (or closed).
+    pub async fn subscribe(
+        &self,
+        uri: &str,
+        subscribe: bool,
+        timeout: Duration,
+    ) -> Result<(), CallError> {
+        if self.modern {
+            if !subscribe {
+                self.updates.lock().expect("updates poisoned").remove(uri);
+                return Ok(());
+            }
+            let peer = self.service.peer();
+            let stream = listen_for_updates(peer, self.client.clone(), uri)
+                .await
+                .map_err(|e| {
+                    CallError::new(
+                        ErrorCode::ServiceUnavailable,
+                        format!("cannot subscribe to {uri}: {e}"),
+                    )
+                })?;
+            self.updates
+                .lock()
+                .expect("updates poisoned")
+                .insert(uri.to_string(), stream);
+            return Ok(());
+        }
+        #[allow(deprecated)]
+        let request = if subscribe {
+            ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(
+                rmcp::model::SubscribeRequestParams::new(uri.to_string()),
+            ))
+        } else {
+            ClientRequest::UnsubscribeRequest(rmcp::model::UnsubscribeRequest::new(
+                rmcp::model::UnsubscribeRequestParams::new(uri.to_string()),
+            ))
+        };
+        let what = if subscribe {
+            "resources/subscribe"
+        } else {
+            "resources/unsubscribe"
+        };
+        self.request(request, timeout, what).await.map(|_| ())
+    }
 }

@@ -297,52 +297,6 @@ impl Session {
             .collect())
     }
 
-    /// `resources/subscribe` (or `unsubscribe` when `subscribe` is false) for `uri`; on
-    /// a 2026-07-28 server, a `subscriptions/listen` stream for `uri` opened (or closed).
-    pub async fn subscribe(
-        &self,
-        uri: &str,
-        subscribe: bool,
-        timeout: Duration,
-    ) -> Result<(), CallError> {
-        if self.modern {
-            if !subscribe {
-                self.updates.lock().expect("updates poisoned").remove(uri);
-                return Ok(());
-            }
-            let peer = self.service.peer();
-            let stream = listen::listen_for_updates(peer, self.client.clone(), uri)
-                .await
-                .map_err(|e| {
-                    CallError::new(
-                        ErrorCode::ServiceUnavailable,
-                        format!("cannot subscribe to {uri}: {e}"),
-                    )
-                })?;
-            self.updates
-                .lock()
-                .expect("updates poisoned")
-                .insert(uri.to_string(), stream);
-            return Ok(());
-        }
-        #[allow(deprecated)]
-        let request = if subscribe {
-            ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(
-                rmcp::model::SubscribeRequestParams::new(uri.to_string()),
-            ))
-        } else {
-            ClientRequest::UnsubscribeRequest(rmcp::model::UnsubscribeRequest::new(
-                rmcp::model::UnsubscribeRequestParams::new(uri.to_string()),
-            ))
-        };
-        let what = if subscribe {
-            "resources/subscribe"
-        } else {
-            "resources/unsubscribe"
-        };
-        self.request(request, timeout, what).await.map(|_| ())
-    }
-
     /// `completion/complete` with `params` (the request's params as MCP JSON); the
     /// result as MCP JSON.
     pub async fn complete(&self, params: Value, timeout: Duration) -> Result<Value, CallError> {

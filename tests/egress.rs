@@ -144,6 +144,60 @@ fn nothing_leaks_through_the_cli_the_log_or_the_data_directory() {
     }
 }
 
+/// `--log-format json` (and `AIRLOCK_LOG_FORMAT=json`): one JSON object per line, and
+/// the same scrubber: a credential holding a quote and a backslash, which a JSON string
+/// (or a `Debug` field) writes escaped, is caught in that form too.
+#[test]
+fn json_logs_are_one_object_per_line_and_carry_no_secret() {
+    const ODD: &str = "odd\"token\\7f3c91e2";
+    let ws = Workspace::new(&format!(
+        "[mcp_servers.leaky]\ncommand = {}\nargs = [{}]\nenv = {{ SERVICE_TOKEN = {} }}\n",
+        toml_str(python().display().to_string()),
+        toml_str(python_server("leaky_server.py").display().to_string()),
+        toml_str(ODD),
+    ));
+    let escaped = serde_json::to_string(ODD).unwrap();
+    let escaped = &escaped[1..escaped.len() - 1];
+    for (args, env) in [
+        (
+            vec![
+                "--log-format",
+                "json",
+                "--json",
+                "call",
+                "mcp__leaky__noisy",
+            ],
+            vec![("AIRLOCK_LOG", "trace")],
+        ),
+        (
+            vec!["--json", "call", "mcp__leaky__noisy"],
+            vec![("AIRLOCK_LOG", "trace"), ("AIRLOCK_LOG_FORMAT", "json")],
+        ),
+    ] {
+        let out = ws.run(&args, &env);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        let mut records = 0;
+        for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
+            let record: Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("not a JSON log record ({e}): {line}"));
+            assert!(
+                record["level"].is_string() && record["fields"].is_object(),
+                "{line}"
+            );
+            records += 1;
+        }
+        assert!(records > 0, "nothing was logged at trace level");
+        assert!(
+            stderr.contains("log line carrying [REDACTED"),
+            "the server's log reaches the log, redacted: {stderr}"
+        );
+        for form in [ODD, escaped] {
+            assert!(!stderr.contains(form), "the log leaked {form:?}:\n{stderr}");
+        }
+    }
+}
+
 #[test]
 fn a_tested_catalog_is_stored_redacted() {
     let ws = Workspace::new("");

@@ -21,13 +21,19 @@ fn main() -> ExitCode {
             .any(|t| meta.target().starts_with(t));
         !(noisy && *meta.level() > tracing::Level::INFO)
     });
+    // Every record, from every crate, is scrubbed of the secrets Airlock knows.
+    let stderr = || airlock_host::secrets::ScrubbingWriter::new(std::io::stderr());
+    let format = tracing_subscriber::fmt::layer().with_writer(stderr);
+    let format = match cli.log_format {
+        airlock_host::cli::LogFormat::Text => format.boxed(),
+        airlock_host::cli::LogFormat::Json => format
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .boxed(),
+    };
     tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::fmt::layer()
-                // Every record, from every crate, is scrubbed of the secrets Airlock knows.
-                .with_writer(|| airlock_host::secrets::ScrubbingWriter::new(std::io::stderr()))
-                .with_filter(wanted.and(guard)),
-        )
+        .with(format.with_filter(wanted.and(guard)))
         .init();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,

@@ -29,6 +29,15 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use serde_json::json;
 
+/// How the binary writes its log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (`timestamp`, `level`, `target`, `fields`, `span`).
+    Json,
+}
+
 /// Airlock: a WASM-sandboxed plugin host for MCP bridges.
 #[derive(Debug, Parser)]
 #[command(name = "airlock", version, about, long_about = None)]
@@ -48,6 +57,16 @@ pub struct Cli {
     /// The agent acting (each agent has its own session per service).
     #[arg(long, global = true, default_value = crate::DEFAULT_AGENT)]
     pub agent: String,
+    /// How log records are written to stderr: `text`, or `json` (one object per line,
+    /// with the current span's fields). Levels come from $AIRLOCK_LOG.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        env = "AIRLOCK_LOG_FORMAT",
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
     /// The command.
     #[command(subcommand)]
     pub command: Command,

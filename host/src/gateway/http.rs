@@ -255,7 +255,7 @@ async fn not_found() -> Response {
     refuse(
         StatusCode::NOT_FOUND,
         -32601,
-        "Not found: the MCP endpoint is /mcp (the operator console is /console)",
+        "Not found: the MCP endpoint is /mcp (the operator console is /console; health checks are /healthz and /readyz)",
     )
 }
 
@@ -310,9 +310,11 @@ pub async fn serve_http(
     });
     let console =
         super::console::Console::start(gateway.airlock.clone(), data_dir, shutdown.clone());
+    let health = super::health::Health::new(gateway.airlock.clone(), guard_state.clone());
     let app = axum::Router::new()
         .nest_service("/mcp", mcp)
         .layer(middleware::from_fn_with_state(guard_state.clone(), guard))
+        .merge(super::health::router(Arc::new(health)))
         .merge(super::console::router(console, guard_state))
         .fallback(not_found);
     let listener = tokio::net::TcpListener::bind(http.addr)

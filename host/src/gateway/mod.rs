@@ -20,6 +20,7 @@ mod console;
 mod downstream;
 mod eras;
 mod handler;
+mod health;
 mod http;
 mod notices;
 mod own_tools;

@@ -212,6 +212,11 @@ impl Registry {
         }
     }
 
+    /// Whether the database answers now (blocking: a round trip to PostgreSQL).
+    pub fn reachable(&self) -> Result<(), RegistryError> {
+        self.db.query("SELECT 1", &[]).map(|_| ())
+    }
+
     /// Which engine holds the registry, and where: `SQLite` or
     /// `PostgreSQL postgres://host:port/db (schema)`.
     pub fn describe(&self) -> String {

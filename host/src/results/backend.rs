@@ -63,6 +63,8 @@ pub(crate) trait Backend: Send + Sync {
     /// Whether other hosts read this store: then an output id is handed out only once
     /// its text is kept, so any of them can page it at once.
     fn shared(&self) -> bool;
+    /// Whether the store answers now (a cheap probe, for readiness checks).
+    fn reachable(&self) -> std::io::Result<()>;
 }
 
 /// What `<id>.json` holds: the record callers see, and the digest of each block.

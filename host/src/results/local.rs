@@ -166,6 +166,10 @@ impl Backend for LocalBackend {
     fn shared(&self) -> bool {
         false
     }
+
+    fn reachable(&self) -> std::io::Result<()> {
+        self.dir.dir_metadata().map(|_| ())
+    }
 }
 
 /// Writes a batch durably: every text to a temporary file, one sync for them all, then

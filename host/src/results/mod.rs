@@ -234,6 +234,11 @@ impl ResultStore {
         self.backend.describe()
     }
 
+    /// Whether the store answers now (blocking: a network round trip for S3).
+    pub fn reachable(&self) -> std::io::Result<()> {
+        self.backend.reachable()
+    }
+
     /// The limits in force.
     pub fn limits(&self) -> ResultLimits {
         self.limits

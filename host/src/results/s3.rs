@@ -22,6 +22,9 @@ use crate::storage;
 /// How many objects of one batch are put at once.
 const PARALLEL_PUTS: usize = 16;
 
+/// How long a readiness probe waits for the bucket.
+const PROBE_WITHIN: Duration = Duration::from_secs(2);
+
 /// An S3 bucket and key prefix.
 pub(crate) struct S3Backend {
     store: Arc<AmazonS3>,
@@ -152,6 +155,28 @@ impl Backend for S3Backend {
 
     fn shared(&self) -> bool {
         true
+    }
+
+    fn reachable(&self) -> std::io::Result<()> {
+        // A HEAD of a key nobody writes: "not found" is an answer from the bucket.
+        let key = "airlock-readiness-probe";
+        let path = if self.prefix.is_empty() {
+            Path::from(key)
+        } else {
+            Path::from(format!("{}/{key}", self.prefix))
+        };
+        let store = self.store.clone();
+        storage::wait(async move {
+            let probe = tokio::time::timeout(PROBE_WITHIN, store.head(&path));
+            match probe.await {
+                Ok(Ok(_)) | Ok(Err(object_store::Error::NotFound { .. })) => Ok(()),
+                Ok(Err(e)) => Err(io(e)),
+                Err(_) => Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no answer within {PROBE_WITHIN:?}"),
+                )),
+            }
+        })
     }
 }
 

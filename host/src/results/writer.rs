@@ -529,6 +529,10 @@ mod tests {
         fn shared(&self) -> bool {
             false
         }
+
+        fn reachable(&self) -> std::io::Result<()> {
+            Ok(())
+        }
     }
 
     /// A failed sync leaves its results unindexed (the index names only durable ones)

@@ -1,7 +1,8 @@
 //! The process's log scrubber: every secret any Airlock in this process knows is
 //! registered here, and [`scrub_log`] removes them from a formatted log record. The
 //! `airlock` binary routes all of its `tracing` output (every crate, every level) through
-//! it; an embedder can do the same with its own writer ([`ScrubbingWriter`]).
+//! it, in either log format (text, or JSON with `--log-format json`); an embedder can do
+//! the same with its own writer ([`ScrubbingWriter`]).
 
 use std::borrow::Cow;
 use std::io::Write;
@@ -14,13 +15,25 @@ fn registry() -> &'static RwLock<KnownSecrets> {
     SECRETS.get_or_init(|| RwLock::new(KnownSecrets::new()))
 }
 
-/// Adds `secrets` to what log output is scrubbed of.
+/// Adds `secrets` to what log output is scrubbed of, each also as it appears escaped
+/// inside a JSON string or a `Debug`-formatted field (`\"`, `\\`, `\n`…), so neither
+/// the text nor the JSON log format lets one through.
 pub fn register_log_secrets(secrets: &KnownSecrets) {
     if secrets.is_empty() {
         return;
     }
+    let mut added = secrets.clone();
+    for secret in secrets.iter() {
+        let quoted = serde_json::to_string(&secret.value).unwrap_or_default();
+        let escaped = quoted
+            .get(1..quoted.len().saturating_sub(1))
+            .unwrap_or_default();
+        if !escaped.is_empty() && escaped != secret.value {
+            added = added.with(&secret.name, escaped);
+        }
+    }
     let mut all = registry().write().expect("log secrets poisoned");
-    *all = all.union(secrets);
+    *all = all.union(&added);
 }
 
 /// `text` (a formatted log record) without any registered secret.

@@ -2,9 +2,9 @@
 # The test command. Installs everything the tests need — the wasm32-wasip2 target, the
 # npm reference servers (tests/peers, pinned by package-lock.json), the Python MCP SDK
 # (tests/.venv, pinned by requirements.txt, with Playwright and moto; and its 2.x, which
-# speaks 2026-07-28, in tests/.venv-modern), Debian's Chromium (the
-# console's browser test), PostgreSQL (Debian's package, when missing) and the JavaScript
-# plugin's pinned jco (plugins/policy-js) — builds that plugin from source, starts
+# speaks 2026-07-28, in tests/.venv-modern), Debian's Chromium (the console's browser
+# test) and Prometheus (tests/metrics.rs scrapes /metrics), PostgreSQL (Debian's
+# package, when missing) and the JavaScript plugin's pinned jco (plugins/policy-js) — builds that plugin from source, starts
 # PostgreSQL and an S3 server (moto) on loopback, then runs every test: once with the
 # local storage pair (SQLite and the data directory), and the library and gateway suites
 # again with the remote pair (PostgreSQL and S3). The services stop at the end.
@@ -37,6 +37,15 @@ if ! command -v chromium >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null
 fi
 chromium --version 2>/dev/null  # (Debian's wrapper script warns on stderr about its memory check)
+
+echo "== Prometheus, scraping /metrics in tests/metrics.rs"
+if ! command -v prometheus >/dev/null 2>&1; then
+    sudo=""
+    if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+prometheus --version 2>&1 | head -1
 
 echo "== the JavaScript policy plugin, built from source (plugins/policy-js)"
 scripts/build-js-plugin.sh

@@ -41,6 +41,7 @@ pub mod session;
 pub mod storage;
 pub mod transport;
 
+pub use airlock::meters;
 pub use airlock::{
     AccessCheck, AccessMode, AccessOptions, AccessRefused, AccessRequest, Airlock, AirlockOptions,
     Approval, ApprovalRequest, Approver, CallOptions, CallOutput, DEFAULT_AGENT,

@@ -17,6 +17,7 @@ mod egress;
 mod health;
 mod inventory;
 mod listings;
+pub mod meters;
 mod policy;
 mod questions;
 mod report;

@@ -255,7 +255,7 @@ async fn not_found() -> Response {
     refuse(
         StatusCode::NOT_FOUND,
         -32601,
-        "Not found: the MCP endpoint is /mcp (the operator console is /console; health checks are /healthz and /readyz)",
+        "Not found: the MCP endpoint is /mcp (the operator console is /console; health checks are /healthz and /readyz; metrics are /metrics)",
     )
 }
 
@@ -311,12 +311,18 @@ pub async fn serve_http(
     let console =
         super::console::Console::start(gateway.airlock.clone(), data_dir, shutdown.clone());
     let health = super::health::Health::new(gateway.airlock.clone(), guard_state.clone());
+    let recording = super::metrics::start(&gateway.airlock);
+    let scrape = super::metrics::Scrape {
+        guard: guard_state.clone(),
+    };
     let app = axum::Router::new()
         .nest_service("/mcp", mcp)
         .layer(middleware::from_fn_with_state(guard_state.clone(), guard))
         .merge(super::health::router(Arc::new(health)))
+        .merge(super::metrics::router(Arc::new(scrape)))
         .merge(super::console::router(console, guard_state))
-        .fallback(not_found);
+        .fallback(not_found)
+        .layer(middleware::from_fn(super::metrics::count_requests));
     let listener = tokio::net::TcpListener::bind(http.addr)
         .await
         .map_err(|source| HttpError::Bind {
@@ -333,6 +339,9 @@ pub async fn serve_http(
         .with_graceful_shutdown(async move { stop.cancelled().await })
         .await;
     gateway.close_all().await;
+    if let Some(recording) = recording {
+        recording.abort();
+    }
     served.map_err(HttpError::Serve)
 }
 

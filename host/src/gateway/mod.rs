@@ -22,6 +22,7 @@ mod eras;
 mod handler;
 mod health;
 mod http;
+mod metrics;
 mod notices;
 mod own_tools;
 mod questions;

@@ -1,0 +1,116 @@
+//! `GET /metrics`: Airlock's figures ([`crate::meters`]) and the gateway's HTTP requests,
+//! in the Prometheus text format. The recorder is installed once per process, when the
+//! HTTP gateway starts; the figures are read off the event stream
+//! ([`crate::Airlock::record_metrics`]).
+//!
+//! Access follows the gateway's token rules: on loopback without `--require-token`,
+//! anyone may scrape; otherwise a valid bearer token is needed (Prometheus sends one
+//! with `authorization: {credentials_file: …}`).
+
+use std::sync::{Arc, OnceLock};
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use super::http::{Guard, bearer_of, refuse};
+
+/// Gateway HTTP requests, by route (`mcp`, `console`, `health`, `metrics`, `other`) and
+/// status code.
+pub const HTTP_REQUESTS: &str = "airlock_http_requests_total";
+
+/// Histogram buckets for durations, in seconds (1 ms to 2 minutes).
+const SECONDS_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0,
+];
+
+/// The process's Prometheus recorder, installed on first use. `None` when another
+/// recorder was installed first (an embedder's): then `/metrics` says so.
+fn prometheus() -> Option<&'static PrometheusHandle> {
+    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
+                .ok()?;
+            match builder.install_recorder() {
+                Ok(handle) => {
+                    metrics::describe_counter!(HTTP_REQUESTS, "Gateway HTTP requests");
+                    Some(handle)
+                }
+                Err(e) => {
+                    tracing::warn!("/metrics is off: {e}");
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+/// Installs the recorder (once per process) and starts recording `airlock`'s figures.
+pub(super) fn start(airlock: &crate::Airlock) -> Option<tokio::task::JoinHandle<()>> {
+    prometheus().map(|_| airlock.record_metrics())
+}
+
+/// What `/metrics` needs.
+pub(super) struct Scrape {
+    pub(super) guard: Arc<Guard>,
+}
+
+async fn render(State(scrape): State<Arc<Scrape>>, request: Request) -> Response {
+    let allowed = match bearer_of(request.headers()) {
+        Some(token) => scrape.guard.agent_of_token(token).is_ok(),
+        None => !scrape.guard.token_required,
+    };
+    if !allowed {
+        return refuse(
+            StatusCode::UNAUTHORIZED,
+            -32001,
+            "Unauthorized: /metrics needs a valid bearer token here",
+        );
+    }
+    let Some(handle) = prometheus() else {
+        return refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            -32603,
+            "metrics are recorded by another recorder in this process",
+        );
+    };
+    handle.run_upkeep();
+    let mut response = handle.render().into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    response
+}
+
+/// `/metrics`.
+pub(super) fn router(scrape: Arc<Scrape>) -> axum::Router {
+    axum::Router::new()
+        .route("/metrics", get(render))
+        .with_state(scrape)
+}
+
+/// Counts every HTTP request by route and status.
+pub(super) async fn count_requests(request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    let route = if path == "/mcp" || path.starts_with("/mcp/") {
+        "mcp"
+    } else if path.starts_with("/console") {
+        "console"
+    } else if path == "/healthz" || path == "/readyz" {
+        "health"
+    } else if path == "/metrics" {
+        "metrics"
+    } else {
+        "other"
+    };
+    let response = next.run(request).await;
+    let status = response.status().as_u16().to_string();
+    metrics::counter!(HTTP_REQUESTS, "route" => route, "status" => status).increment(1);
+    response
+}

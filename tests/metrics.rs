@@ -1,0 +1,250 @@
+//! `GET /metrics` on `airlock serve --http`, scraped by a real Prometheus server
+//! (Debian's `prometheus`, installed by scripts/test.sh) on loopback every second: after
+//! a known number of calls its query API returns the call counter and the latency
+//! histogram, and 1,000 calls with distinct arguments add no series (labels are
+//! bounded). Behind `--require-token`, a scrape needs a valid bearer token.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{HttpGateway, Workspace, free_port, python, python_server, toml_str};
+
+const CALLS: usize = 1_000;
+
+fn workspace() -> Workspace {
+    Workspace::new(&format!(
+        "[mcp_servers.echo]\ncommand = {}\nargs = [{}]\n",
+        toml_str(python().display().to_string()),
+        toml_str(python_server("handshake_server.py").display().to_string()),
+    ))
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// `/metrics` as `token`: its status and text.
+fn scrape(rt: &tokio::runtime::Runtime, mcp_url: &str, token: Option<&str>) -> (u16, String) {
+    rt.block_on(async {
+        let mut request = reqwest::Client::new().get(mcp_url.replace("/mcp", "/metrics"));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.expect("the gateway answers");
+        (
+            response.status().as_u16(),
+            response.text().await.unwrap_or_default(),
+        )
+    })
+}
+
+/// The series in a scrape: each sample's name and labels, without its value.
+fn series(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| l.rsplit_once(' ').map(|(series, _)| series.to_string()))
+        .collect()
+}
+
+/// `n` stateless 2026-07-28 calls of `mcp__echo__echo`, each with its own text.
+fn call_echo(rt: &tokio::runtime::Runtime, mcp_url: &str, n: usize) {
+    rt.block_on(async {
+        let client = reqwest::Client::new();
+        for i in 0..n {
+            let body = json!({
+                "jsonrpc": "2.0", "id": i, "method": "tools/call",
+                "params": {
+                    "name": "mcp__echo__echo",
+                    "arguments": {"text": format!("distinct argument {i}")},
+                    "_meta": {
+                        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                        "io.modelcontextprotocol/clientInfo": {"name": "load", "version": "1"},
+                        "io.modelcontextprotocol/clientCapabilities": {},
+                    },
+                },
+            });
+            let response = client
+                .post(mcp_url)
+                .header("Accept", "application/json, text/event-stream")
+                .header("Mcp-Protocol-Version", "2026-07-28")
+                .header("Mcp-Method", "tools/call")
+                .header("Mcp-Name", "mcp__echo__echo")
+                .json(&body)
+                .send()
+                .await
+                .expect("the gateway answers");
+            assert!(response.status().is_success(), "call {i}: {response:?}");
+            let text = response.text().await.unwrap();
+            assert!(text.contains("distinct argument"), "call {i}: {text}");
+        }
+    });
+}
+
+/// A Prometheus server scraping one target every second, killed on drop.
+struct Prometheus {
+    child: Child,
+    api: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Prometheus {
+    fn start(target: &str) -> Prometheus {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+                 scrape_configs:\n  - job_name: airlock\n    metrics_path: /metrics\n\
+                 \x20   static_configs:\n      - targets: ['{target}']\n"
+            ),
+        )
+        .unwrap();
+        let port = free_port();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start prometheus (scripts/test.sh installs Debian's package)");
+        Prometheus {
+            child,
+            api: format!("http://127.0.0.1:{port}/api/v1"),
+            _dir: dir,
+        }
+    }
+
+    /// The value of the instant query `query`'s first sample, if any.
+    fn query(&self, rt: &tokio::runtime::Runtime, query: &str) -> Option<f64> {
+        rt.block_on(async {
+            let encoded: String = form_urlencoded::byte_serialize(query.as_bytes()).collect();
+            let response = reqwest::Client::new()
+                .get(format!("{}/query?query={encoded}", self.api))
+                .send()
+                .await
+                .ok()?;
+            let body: Value = response.json().await.ok()?;
+            body["data"]["result"][0]["value"][1]
+                .as_str()
+                .and_then(|v| v.parse().ok())
+        })
+    }
+
+    /// Waits until `query` returns `wanted`.
+    fn until(&self, rt: &tokio::runtime::Runtime, query: &str, wanted: f64) {
+        let start = Instant::now();
+        loop {
+            let got = self.query(rt, query);
+            if got == Some(wanted) {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "Prometheus answers {got:?} for {query}, not {wanted}"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+#[test]
+fn prometheus_scrapes_the_call_counters_and_latency_and_labels_stay_bounded() {
+    let ws = workspace();
+    let gateway = HttpGateway::start(&ws, &[]);
+    let rt = runtime();
+    call_echo(&rt, &gateway.url, 1);
+    // A first scrape, so that the scrapes' own counter exists before the baseline.
+    scrape(&rt, &gateway.url, None);
+    let (status, before) = scrape(&rt, &gateway.url, None);
+    assert_eq!(status, 200, "{before}");
+    assert!(
+        before.contains(
+            "airlock_calls_total{service=\"echo\",tool=\"mcp__echo__echo\",outcome=\"ok\"} 1"
+        ),
+        "{before}"
+    );
+    assert!(before.contains("airlock_build_info{version="), "{before}");
+
+    call_echo(&rt, &gateway.url, CALLS);
+    let (_, after) = scrape(&rt, &gateway.url, None);
+    let added: Vec<_> = series(&after)
+        .difference(&series(&before))
+        .cloned()
+        .collect();
+    assert!(
+        added.is_empty(),
+        "{CALLS} calls with distinct arguments added series: {added:#?}"
+    );
+    assert!(
+        !after.contains("distinct argument"),
+        "an argument became a label"
+    );
+
+    let target = gateway
+        .url
+        .trim_start_matches("http://")
+        .replace("/mcp", "");
+    let prometheus = Prometheus::start(&target);
+    prometheus.until(&rt, "up{job=\"airlock\"}", 1.0);
+    let total = (CALLS + 1) as f64;
+    prometheus.until(
+        &rt,
+        "airlock_calls_total{service=\"echo\",tool=\"mcp__echo__echo\",outcome=\"ok\"}",
+        total,
+    );
+    prometheus.until(
+        &rt,
+        "airlock_call_duration_seconds_count{service=\"echo\",outcome=\"ok\"}",
+        total,
+    );
+    prometheus.until(
+        &rt,
+        "airlock_call_duration_seconds_bucket{service=\"echo\",outcome=\"ok\",le=\"+Inf\"}",
+        total,
+    );
+    let median = prometheus
+        .query(
+            &rt,
+            "histogram_quantile(0.5, sum by (le) (airlock_call_duration_seconds_bucket{service=\"echo\"}))",
+        )
+        .expect("a median call latency");
+    assert!(median > 0.0 && median < 10.0, "median {median} s");
+}
+
+#[test]
+fn metrics_need_a_token_where_the_gateway_does() {
+    let ws = workspace();
+    let (made, _) = ws.json(&["--agent", "ops", "serve", "tokens", "add"], &[]);
+    let token = made["token"].as_str().expect("a token").to_string();
+    let gateway = HttpGateway::start(&ws, &["--require-token"]);
+    let rt = runtime();
+    assert_eq!(scrape(&rt, &gateway.url, None).0, 401);
+    assert_eq!(scrape(&rt, &gateway.url, Some("wrong")).0, 401);
+    let (status, text) = scrape(&rt, &gateway.url, Some(&token));
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("airlock_build_info"), "{text}");
+    // The refused scrapes were counted too.
+    assert!(
+        text.contains("airlock_http_requests_total{route=\"metrics\",status=\"401\"} 2"),
+        "{text}"
+    );
+}

@@ -150,12 +150,21 @@ impl Airlock {
 impl Inner {
     /// Where `agent`'s sessions find its client (made on first use).
     fn agent_link(&self, agent: &str) -> Arc<crate::session::AgentLink> {
-        self.agent_clients
-            .write()
+        // Read first: every 2026-07-28 request looks its agent's link up.
+        let known = self
+            .agent_clients
+            .read()
             .expect("agent clients poisoned")
-            .entry(agent.to_string())
-            .or_default()
-            .clone()
+            .get(agent)
+            .cloned();
+        known.unwrap_or_else(|| {
+            self.agent_clients
+                .write()
+                .expect("agent clients poisoned")
+                .entry(agent.to_string())
+                .or_default()
+                .clone()
+        })
     }
 
     pub(super) fn agent_roots(&self, agent: &str) -> Vec<String> {

@@ -1,4 +1,4 @@
-//! `GET /metrics`: Airlock's figures ([`crate::meters`]) and the gateway's HTTP requests,
+//! `GET /metrics`: Airlock's figures (`airlock_host::meters`) and the gateway's HTTP requests,
 //! in the Prometheus text format. The recorder is installed once per process, when the
 //! HTTP gateway starts; the figures are read off the event stream
 //! ([`crate::Airlock::record_metrics`]).

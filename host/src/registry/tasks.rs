@@ -113,7 +113,7 @@ impl Registry {
 
     /// The task `id` of `agent`, if it exists and its time has not run out. A task that
     /// its replica stopped running (its lease ran out before it ended) is marked failed
-    /// with `orphan_error` first.
+    /// with `orphan_error` first; a poll of a healthy task only reads.
     pub fn task(
         &self,
         id: &str,
@@ -121,25 +121,39 @@ impl Registry {
         now_ms: i64,
         orphan_error: &str,
     ) -> Result<Option<TaskRecord>, RegistryError> {
-        self.db.execute(
-            "UPDATE tasks SET status = 'failed', status_message = ?2, payload = ?3,
-                updated_ms = ?4
-             WHERE id = ?1 AND status IN ('working', 'input_required') AND lease_until_ms < ?4",
-            &params![
-                id,
-                "the gateway replica running this task stopped before it finished",
-                orphan_error,
-                now_ms
-            ],
-        )?;
-        let found = self.db.query_opt(
-            &format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1 AND agent = ?2"),
-            &params![id, agent],
-        )?;
-        let Some(task) = found.map(|row| task_from_row(&row)).transpose()? else {
+        let read = || -> Result<Option<TaskRecord>, RegistryError> {
+            self.db
+                .query_opt(
+                    &format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1 AND agent = ?2"),
+                    &params![id, agent],
+                )?
+                .map(|row| task_from_row(&row))
+                .transpose()
+        };
+        let Some(mut task) = read()? else {
             return Ok(None);
         };
-        Ok((task.created_ms + task.ttl_ms >= now_ms).then_some(task))
+        if task.created_ms + task.ttl_ms < now_ms {
+            return Ok(None);
+        }
+        if !is_terminal(&task.status) && task.lease_until_ms < now_ms {
+            // The owner may have renewed or ended it since the read: the update is
+            // conditional, and what it left is read again.
+            self.db.execute(
+                "UPDATE tasks SET status = 'failed', status_message = ?2, payload = ?3,
+                    updated_ms = ?4
+                 WHERE id = ?1 AND status IN ('working', 'input_required')
+                    AND lease_until_ms < ?4",
+                &params![
+                    id,
+                    "the gateway replica running this task stopped before it finished",
+                    orphan_error,
+                    now_ms
+                ],
+            )?;
+            task = read()?.unwrap_or(task);
+        }
+        Ok(Some(task))
     }
 
     /// Records the running task's new status, as its owner `replica`; a task that has

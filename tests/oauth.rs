@@ -91,7 +91,9 @@ fn text(out: &std::process::Output) -> String {
 
 #[test]
 fn authorize_refresh_and_logout_against_a_local_authorization_server() {
-    let server = start_oauth_server(4, &[]);
+    // Tokens live 10 s: long enough that the first call uses the first token even on a
+    // loaded machine (with 4 s, a slow `servers test` once saw a refreshed one).
+    let server = start_oauth_server(10, &[]);
     let ws = Workspace::new("");
     let mut seen = String::new();
     let mut run = |args: &[&str], envs: &[(&str, &str)]| {
@@ -156,8 +158,8 @@ fn authorize_refresh_and_logout_against_a_local_authorization_server() {
     };
     let first = whoami(&mut run);
     assert!(first.contains("token-generation: 1"), "{first}");
-    // The 4-second token expires; the next run refreshes silently.
-    std::thread::sleep(std::time::Duration::from_secs(5));
+    // The 10-second token expires; the next run refreshes silently.
+    std::thread::sleep(std::time::Duration::from_secs(11));
     let second = whoami(&mut run);
     assert!(
         second.contains("token-generation: 2"),

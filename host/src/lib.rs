@@ -39,6 +39,7 @@ pub mod secrets;
 pub mod servers;
 pub mod session;
 pub mod storage;
+pub mod telemetry;
 pub mod transport;
 
 pub use airlock::meters;

@@ -504,6 +504,8 @@ pub struct HttpGateway {
     child: Child,
     /// The endpoint, `http://127.0.0.1:PORT/mcp`.
     pub url: String,
+    /// Every line it has written to stderr so far.
+    stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Drop for HttpGateway {
@@ -517,6 +519,11 @@ impl Drop for HttpGateway {
 impl HttpGateway {
     /// Starts `airlock serve --http 127.0.0.1:0` with `extra` arguments.
     pub fn start(ws: &Workspace, extra: &[&str]) -> HttpGateway {
+        HttpGateway::start_with_env(ws, extra, &[])
+    }
+
+    /// [`HttpGateway::start`] with `envs` set for the gateway.
+    pub fn start_with_env(ws: &Workspace, extra: &[&str], envs: &[(&str, &str)]) -> HttpGateway {
         let mut args = serve_args(ws, &["serve", "--http", "127.0.0.1:0"]);
         args.extend(extra.iter().map(|s| s.to_string()));
         let mut child = Command::new(airlock_bin())
@@ -524,6 +531,7 @@ impl HttpGateway {
             .current_dir(ws.dir.path())
             .env("AIRLOCK_CONFIG", ws.dir.path().join("no-user-config.toml"))
             .env("AIRLOCK_PLUGIN_CACHE", plugin_cache())
+            .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -532,19 +540,33 @@ impl HttpGateway {
             .expect("start airlock serve --http");
         let stderr = child.stderr.take().expect("stderr is piped");
         let (tx, rx) = std::sync::mpsc::channel();
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = lines.clone();
         std::thread::spawn(move || {
             let mut sent = false;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if !sent && let Some(at) = line.split("listening on ").nth(1) {
-                    let _ = tx.send(at.trim().to_string());
+                    // The plain line, or a JSON log record's message.
+                    let url = at.split(['"', ' ']).next().unwrap_or_default();
+                    let _ = tx.send(url.trim().to_string());
                     sent = true;
                 }
+                kept.lock().unwrap().push(line);
             }
         });
         let url = rx
             .recv_timeout(Duration::from_secs(60))
             .expect("airlock serve --http printed its address");
-        HttpGateway { child, url }
+        HttpGateway {
+            child,
+            url,
+            stderr: lines,
+        }
+    }
+
+    /// The lines the gateway has written to stderr so far.
+    pub fn stderr_lines(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().clone()
     }
 
     /// The gateway's process id.
@@ -621,4 +643,42 @@ pub fn remote_storage_tables(tag: &str) -> String {
         toml_str(format!("s3://{bucket}/{tag}")),
         toml_str(endpoint),
     )
+}
+
+/// One stateless 2026-07-28 `tools/call` to the HTTP gateway at `url` (a single POST
+/// carrying the protocol version, client info and capabilities in `_meta`), with
+/// `headers` added. Returns the HTTP status and the response body.
+pub async fn modern_call(
+    client: &reqwest::Client,
+    url: &str,
+    id: u64,
+    tool: &str,
+    arguments: Value,
+    headers: &[(&str, &str)],
+) -> (u16, String) {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {
+            "name": tool,
+            "arguments": arguments,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "tests", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    });
+    let mut request = client
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", tool)
+        .json(&body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.expect("the gateway answers");
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap_or_default())
 }

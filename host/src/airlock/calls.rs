@@ -9,6 +9,8 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+use tracing::field::Empty;
 
 use super::{Airlock, DEFAULT_AGENT};
 use crate::error::{CallError, ErrorCode};
@@ -16,6 +18,7 @@ use crate::events::{CallStatus, Event};
 use crate::plugin::{RedactionMark, convert};
 use crate::results::{self, Retained};
 use crate::session::{AgentClient, CallControl, PerCallAskers, ProgressUpdate, TraceContext};
+use crate::telemetry::{self, stage_done};
 
 /// How to run one call.
 #[derive(Debug, Clone)]
@@ -147,6 +150,43 @@ impl Airlock {
         arguments: Value,
         options: CallOptions,
     ) -> Result<CallOutput, CallError> {
+        // One trace per call: this span is its root (or the child of the caller's
+        // context), every stage a child of it.
+        let span = tracing::info_span!(
+            "call",
+            otel.name = %format_args!("tools/call {tool}"),
+            mcp.method.name = "tools/call",
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = tool,
+            airlock.agent = %options.agent,
+            airlock.service = Empty,
+            airlock.outcome = Empty,
+            error.type = Empty,
+            airlock.output_id = Empty,
+            airlock.result.size = Empty,
+            airlock.redactions = Empty,
+            otel.status_code = Empty,
+            otel.status_description = Empty,
+        );
+        if let Some(trace) = &options.trace {
+            telemetry::adopt_parent(&span, trace.traceparent(), trace.tracestate());
+        }
+        let outcome = self
+            .call_traced(tool, arguments, options)
+            .instrument(span.clone())
+            .await;
+        if !span.is_disabled() {
+            record_outcome(&span, &outcome);
+        }
+        outcome
+    }
+
+    async fn call_traced(
+        &self,
+        tool: &str,
+        arguments: Value,
+        options: CallOptions,
+    ) -> Result<CallOutput, CallError> {
         let started = Instant::now();
         let entry = self.inner.cataloger.read().get(tool).cloned();
         let outcome = match entry {
@@ -230,12 +270,17 @@ impl Airlock {
             ));
         };
         let inner = &self.inner;
+        tracing::Span::current().record("airlock.service", entry.service.as_str());
         // A denied call never reaches the server: checked before any session opens.
-        inner.authorize(&super::AccessRequest::Call {
-            agent: &options.agent,
-            service: &entry.service,
-            tool: &entry.name,
+        let stage = Instant::now();
+        tracing::info_span!("access", airlock.stage = "access").in_scope(|| {
+            inner.authorize(&super::AccessRequest::Call {
+                agent: &options.agent,
+                service: &entry.service,
+                tool: &entry.name,
+            })
         })?;
+        stage_done("access", stage);
         let service = inner
             .service(&entry.service)
             .expect("catalog services are configured");
@@ -249,13 +294,23 @@ impl Airlock {
             .then(|| inner.policy_call(&options.agent, entry, &arguments));
         let arguments = match &policy_call {
             Some(call) => {
-                inner
+                let stage = Instant::now();
+                let arguments = inner
                     .enforce_call_policy(&pipeline, call, &service.secrets())
-                    .await?
+                    .instrument(policy_span("policy"))
+                    .await;
+                stage_done("policy", stage);
+                arguments?
             }
             None => arguments,
         };
-        let live = inner.session(&options.agent, &entry.service).await?;
+        let stage = Instant::now();
+        let live = inner
+            .session(&options.agent, &entry.service)
+            .instrument(tracing::info_span!("session", airlock.stage = "session"))
+            .await;
+        stage_done("session", stage);
+        let live = live?;
 
         // Progress: count it, pass it to the caller, and publish it as events. Drained
         // in this task, beside the call (no task of its own, so no wake-up of another
@@ -284,11 +339,25 @@ impl Airlock {
             }
             seen
         };
+        // The request to the server: its span's context goes with it (in `_meta`, and as
+        // the `traceparent` header over HTTP), so the server's spans join this trace.
+        let upstream = tracing::info_span!(
+            "upstream",
+            otel.name = %format_args!("tools/call {}", entry.raw_name),
+            otel.kind = "client",
+            mcp.method.name = "tools/call",
+            gen_ai.tool.name = %entry.raw_name,
+            airlock.service = %entry.service,
+            airlock.stage = "upstream",
+        );
+        let trace = telemetry::context_of(&upstream)
+            .and_then(|(parent, state)| TraceContext::new(&parent, state.as_deref()))
+            .or_else(|| options.trace.clone());
         let control = CallControl {
             timeout: Some(options.timeout.unwrap_or(service.config.tool_timeout)),
             cancel: options.cancel.clone(),
             progress: Some(tx),
-            trace: options.trace.clone(),
+            trace,
             // A URL the server sends the user to passes the service's policy first.
             asker: options.asker.clone().map(|asker| {
                 super::questions::PolicedAsker::wrap(
@@ -300,14 +369,16 @@ impl Airlock {
             }),
         };
         let call = async {
+            let stage = Instant::now();
             let reply = live
                 .session
                 .call_tool(&entry.raw_name, arguments, control)
                 .await;
             drop(live);
+            stage_done("upstream", stage);
             reply
         };
-        let (reply, progress_seen) = tokio::join!(call, forward);
+        let (reply, progress_seen) = tokio::join!(call.instrument(upstream), forward);
         let reply = match reply {
             Ok(reply) => reply,
             Err(e) => return Err(inner.redact_error(&entry.service, e).await),
@@ -345,16 +416,36 @@ impl Airlock {
         let mut done = process(result).await?;
         // The redacted result may be withheld or replaced; a replacement is converted
         // and redacted like any result before it leaves.
-        if let Some(call) = &policy_call
-            && let Some(replacement) = inner
+        if let Some(call) = &policy_call {
+            let stage = Instant::now();
+            let replacement = inner
                 .enforce_result_policy(&pipeline, call, &done.0.result, &known)
-                .await?
-        {
-            done = process(replacement).await?;
+                .instrument(policy_span("result_policy"))
+                .await;
+            stage_done("result_policy", stage);
+            if let Some(replacement) = replacement? {
+                done = process(replacement).await?;
+            }
         }
         let (processed, prepared, mcp) = done;
         let redactions: Vec<Redaction> = processed.marks.into_iter().map(Redaction::from).collect();
-        let (retained, preview) = inner.results.keep(&entry.service, prepared).await;
+        let stage = Instant::now();
+        let retain = tracing::info_span!(
+            "retain",
+            airlock.stage = "retain",
+            airlock.output_id = Empty,
+            airlock.result.size = Empty,
+        );
+        let (retained, preview) = inner
+            .results
+            .keep(&entry.service, prepared)
+            .instrument(retain.clone())
+            .await;
+        stage_done("retain", stage);
+        if let Some(id) = &retained.output_id {
+            retain.record("airlock.output_id", id.as_str());
+        }
+        retain.record("airlock.result.size", retained.size as u64);
         let Value::Object(mut mcp) = mcp else {
             unreachable!("result_to_mcp makes an object")
         };
@@ -400,6 +491,46 @@ impl super::Inner {
                 .any(|ns| tool.starts_with(&format!("{ns}__")));
             owns.then(|| (name.clone(), reason))
         })
+    }
+}
+
+/// A policy stage's span; the decision is recorded on it as the chain decides.
+fn policy_span(stage: &'static str) -> tracing::Span {
+    tracing::info_span!(
+        "policy",
+        otel.name = stage,
+        airlock.stage = stage,
+        airlock.policy.plugin = Empty,
+        airlock.policy.decision = Empty,
+        airlock.policy.rule = Empty,
+    )
+}
+
+/// The call's outcome on its root span: `ok`, `tool_error`, or the error code (also as
+/// `error.type` and an error status, with the message as its description).
+fn record_outcome(span: &tracing::Span, outcome: &Result<CallOutput, CallError>) {
+    match outcome {
+        Ok(out) => {
+            span.record(
+                "airlock.outcome",
+                if out.is_error { "tool_error" } else { "ok" },
+            );
+            if out.is_error {
+                span.record("error.type", "tool_error");
+                span.record("otel.status_code", "error");
+            }
+            if let Some(id) = &out.retained.output_id {
+                span.record("airlock.output_id", id.as_str());
+            }
+            span.record("airlock.result.size", out.retained.size as u64);
+            span.record("airlock.redactions", out.redactions.len() as u64);
+        }
+        Err(e) => {
+            span.record("airlock.outcome", e.code.as_str());
+            span.record("error.type", e.code.as_str());
+            span.record("otel.status_code", "error");
+            span.record("otel.status_description", e.message.as_str());
+        }
     }
 }
 

@@ -53,6 +53,19 @@ fn describe() {
     metrics::describe_gauge!(LIVE_SESSIONS, "Upstream sessions open now");
     metrics::describe_counter!(MISSED, "Events the metrics recorder missed");
     metrics::describe_gauge!(BUILD_INFO, "Airlock's version");
+    metrics::describe_histogram!(
+        crate::telemetry::STAGE_SECONDS,
+        metrics::Unit::Seconds,
+        "Time spent in each stage of a call"
+    );
+    metrics::describe_counter!(
+        crate::telemetry::PLUGIN_TRAPS,
+        "Plugin calls that trapped (deadline, memory limit, stack overflow, panic), by plugin and stage"
+    );
+    metrics::describe_gauge!(
+        crate::telemetry::RETENTION_QUEUE,
+        "Results accepted for retention and not yet written"
+    );
 }
 
 impl Airlock {

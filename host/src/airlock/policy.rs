@@ -148,8 +148,12 @@ impl Inner {
 
     /// Logs each decision and sends it as an event, scrubbed of `known`.
     fn record_policy(&self, call: &Call, records: Vec<PolicyRecord>, known: &KnownSecrets) {
+        let span = tracing::Span::current();
         for mut record in records {
             record.reason = record.reason.map(|r| known.scrub_owned(&r));
+            span.record("airlock.policy.plugin", record.plugin.as_str());
+            span.record("airlock.policy.decision", record.decision);
+            span.record("airlock.policy.rule", record.rule.as_str());
             tracing::info!(
                 agent = %call.agent,
                 service = %call.service,

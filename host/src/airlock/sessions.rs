@@ -232,7 +232,18 @@ impl Inner {
                     secret_store: &self.secret_store,
                     agent: Some(self.agent_link(agent)),
                 };
-                let connected = connect(&service.config, options).await;
+                // The session outlives the call that opened it: what it spawns (rmcp's
+                // session task, its spans) must not hold the call's spans open, so it
+                // gets a root span of its own, which ends when the session does.
+                let lifetime = tracing::info_span!(
+                    parent: None,
+                    "upstream session",
+                    airlock.service = %service_name,
+                    airlock.agent = %agent,
+                );
+                let connected =
+                    tracing::Instrument::instrument(connect(&service.config, options), lifetime)
+                        .await;
                 service.health().connecting -= 1;
                 match connected {
                     Ok(connected) => {

@@ -12,6 +12,7 @@ mod common;
 mod grants;
 mod import;
 mod listings;
+pub mod logging;
 mod plugin;
 mod render;
 mod scaffold;

@@ -10,6 +10,7 @@ mod expand;
 mod parse;
 mod source;
 mod storage;
+mod telemetry;
 mod transport;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,6 +24,7 @@ pub use source::{Scope, Source, UnknownScope};
 pub use storage::{
     DEFAULT_REGISTRY_SCHEMA, RegistryLocation, ResultsLocation, S3Location, Storage,
 };
+pub use telemetry::load_telemetry;
 pub use transport::{
     Auth, AuthKind, ClientCredentials, ClientKey, MaskedDebug, OAuthClient, TaggedValue, Transport,
     TransportConfig,
@@ -552,38 +554,6 @@ impl Config {
             config.servers.insert(name, server);
         }
         Ok(config)
-    }
-}
-
-impl Storage {
-    /// The `[registry]` and `[results]` settings of `sources` alone (later files win):
-    /// what a command needs before it opens the registry, whose services the full
-    /// [`Config::load_with`] merges in.
-    pub fn load(
-        sources: &ConfigSources,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Storage, ConfigError> {
-        let mut storage = Storage::default();
-        let files = sources
-            .user
-            .iter()
-            .chain(&sources.project)
-            .map(|f| (f, false))
-            .chain(sources.explicit.iter().map(|f| (f, true)));
-        for (file, required) in files {
-            let text = match std::fs::read_to_string(file) {
-                Ok(t) => t,
-                Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => {
-                    return Err(ConfigError::Read {
-                        file: file.clone(),
-                        message: e.to_string(),
-                    });
-                }
-            };
-            parse::parse_document(file, &text)?.apply_storage(file, &mut storage, env)?;
-        }
-        Ok(storage)
     }
 }
 

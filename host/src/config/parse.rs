@@ -21,6 +21,36 @@ pub(super) struct Document {
     pub registry: Option<Value>,
     /// The `[results]` table, unexpanded.
     pub results: Option<Value>,
+    /// The `[telemetry]` table, unexpanded.
+    pub telemetry: Option<Value>,
+}
+
+/// Each file of `sources` that exists (an explicit `--config` file must), parsed, in
+/// merge order: user, project, explicit.
+pub(super) fn read_documents(
+    sources: &super::ConfigSources,
+) -> Result<Vec<(PathBuf, Document)>, ConfigError> {
+    let files = sources
+        .user
+        .iter()
+        .chain(&sources.project)
+        .map(|f| (f, false))
+        .chain(sources.explicit.iter().map(|f| (f, true)));
+    let mut documents = Vec::new();
+    for (file, required) in files {
+        let text = match std::fs::read_to_string(file) {
+            Ok(t) => t,
+            Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(ConfigError::Read {
+                    file: file.clone(),
+                    message: e.to_string(),
+                });
+            }
+        };
+        documents.push((file.clone(), parse_document(file, &text)?));
+    }
+    Ok(documents)
 }
 
 impl Document {
@@ -104,7 +134,7 @@ pub(super) fn parse_document(file: &Path, text: &str) -> Result<Document, Config
         )));
     };
     let mut servers = Vec::new();
-    let (mut sandbox, mut registry, mut results) = (None, None, None);
+    let (mut sandbox, mut registry, mut results, mut telemetry) = (None, None, None, None);
     for (key, value) in root {
         match key.as_str() {
             "mcp_servers" | "mcpServers" | "servers" => {
@@ -119,9 +149,10 @@ pub(super) fn parse_document(file: &Path, text: &str) -> Result<Document, Config
             "sandbox" => sandbox = Some(parse_sandbox(&value).map_err(file_err)?),
             "registry" => registry = Some(value),
             "results" => results = Some(value),
+            "telemetry" => telemetry = Some(value),
             other => {
                 return Err(file_err(format!(
-                    "unknown top-level key \"{other}\" (expected \"mcp_servers\", \"sandbox\", \"registry\" or \"results\")"
+                    "unknown top-level key \"{other}\" (expected \"mcp_servers\", \"sandbox\", \"registry\", \"results\" or \"telemetry\")"
                 )));
             }
         }
@@ -131,6 +162,7 @@ pub(super) fn parse_document(file: &Path, text: &str) -> Result<Document, Config
         sandbox,
         registry,
         results,
+        telemetry,
     })
 }
 

@@ -133,6 +133,22 @@ impl std::fmt::Debug for S3Location {
 }
 
 /// Parses a `[registry]` table, expanding `${VAR}` with `env`.
+impl Storage {
+    /// The `[registry]` and `[results]` settings of `sources` alone (later files win):
+    /// what a command needs before it opens the registry, whose services the full
+    /// [`super::Config::load_with`] merges in.
+    pub fn load(
+        sources: &super::ConfigSources,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Storage, super::ConfigError> {
+        let mut storage = Storage::default();
+        for (file, document) in super::parse::read_documents(sources)? {
+            document.apply_storage(&file, &mut storage, env)?;
+        }
+        Ok(storage)
+    }
+}
+
 pub(super) fn parse_registry(
     value: &Value,
     env: &dyn Fn(&str) -> Option<String>,
@@ -221,13 +237,13 @@ pub(super) fn parse_results(
     Ok(ResultsLocation::S3(s3))
 }
 
-fn table<'a>(name: &str, value: &'a Value) -> Result<&'a Map<String, Value>, String> {
+pub(super) fn table<'a>(name: &str, value: &'a Value) -> Result<&'a Map<String, Value>, String> {
     value
         .as_object()
         .ok_or_else(|| format!("\"{name}\" must be a table, got {}", kind(value)))
 }
 
-fn string(
+pub(super) fn string(
     table: &str,
     key: &str,
     value: &Value,

@@ -27,13 +27,23 @@ const SECONDS_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0,
 ];
 
+/// Histogram buckets for the stages of a call, in seconds (50 µs to 2 minutes): access
+/// and retention take microseconds.
+const STAGE_BUCKETS: &[f64] = &[
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.5, 5.0, 10.0, 30.0, 120.0,
+];
+
 /// The process's Prometheus recorder, installed on first use. `None` when another
 /// recorder was installed first (an embedder's): then `/metrics` says so.
 fn prometheus() -> Option<&'static PrometheusHandle> {
     static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
+            let stages = crate::telemetry::STAGE_SECONDS;
             let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Full(stages.into()), STAGE_BUCKETS)
+                .ok()?
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
                 .ok()?;
             match builder.install_recorder() {
@@ -80,7 +90,9 @@ async fn render(State(scrape): State<Arc<Scrape>>, request: Request) -> Response
         );
     };
     handle.run_upkeep();
-    let mut response = handle.render().into_response();
+    // Label values are configured names, but the egress rule covers them too.
+    let text = crate::secrets::scrub_log(&handle.render()).into_owned();
+    let mut response = text.into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),

@@ -179,7 +179,10 @@ impl ServicePipeline {
             .await;
         let pipeline = self.clone();
         let known = known.clone();
+        // The plugins' spans belong to the caller's (the call's trace).
+        let span = tracing::Span::current();
         blocking(move || {
+            let _in_call = span.enter();
             let secrets = plugin_secrets(&known);
             pipeline.process_now(result, &secrets, &known).map(finish)
         })
@@ -196,10 +199,26 @@ impl ServicePipeline {
         scrub: &KnownSecrets,
     ) -> Result<Processed, PluginError> {
         let is_error = result.is_error;
-        let mut converted = convert_now(&self.content, result, scrub)?;
+        let started = std::time::Instant::now();
+        let mut converted = tracing::info_span!(
+            "content",
+            airlock.stage = "content",
+            airlock.plugin = self.content.plugin_name(),
+        )
+        .in_scope(|| convert_now(&self.content, result, scrub))?;
+        crate::telemetry::stage_done("content", started);
         let mut marks = Vec::new();
         for stage in &self.redaction {
-            let redacted = redact_now(stage, converted, secrets, scrub)?;
+            let started = std::time::Instant::now();
+            let span = tracing::info_span!(
+                "redaction",
+                airlock.stage = "redaction",
+                airlock.plugin = stage.plugin_name(),
+                airlock.redactions = tracing::field::Empty,
+            );
+            let redacted = span.in_scope(|| redact_now(stage, converted, secrets, scrub))?;
+            crate::telemetry::stage_done("redaction", started);
+            span.record("airlock.redactions", redacted.marks.len() as u64);
             converted = redacted.result;
             marks.extend(redacted.marks);
         }

@@ -245,6 +245,20 @@ pub(super) fn classify(
             _ => TrapKind::Other,
         }
     };
+    let label = match kind {
+        TrapKind::Deadline => "deadline",
+        TrapKind::MemoryLimit => "memory_limit",
+        TrapKind::StackOverflow => "stack_overflow",
+        TrapKind::Panic => "panic",
+        TrapKind::Other => "other",
+    };
+    metrics::counter!(
+        crate::telemetry::PLUGIN_TRAPS,
+        "plugin" => plugin.to_string(),
+        "stage" => stage.name(),
+        "kind" => label,
+    )
+    .increment(1);
     let detail = match error.downcast_ref::<wasmtime::Trap>() {
         Some(trap) => trap.to_string(),
         None => format!("{error}"),

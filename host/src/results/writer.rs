@@ -120,17 +120,17 @@ impl Writer {
             .acquire_many_owned(budget_units(text.len()))
             .await
             .expect("the retention budget is never closed");
-        self.shared
-            .pending
-            .lock()
-            .expect("pending lock poisoned")
-            .insert(
+        {
+            let mut pending = self.shared.pending.lock().expect("pending lock poisoned");
+            pending.insert(
                 id.clone(),
                 Arc::new(Pending {
                     record: record.clone(),
                     text: text.clone(),
                 }),
             );
+            metrics::gauge!(crate::telemetry::RETENTION_QUEUE).set(pending.len() as f64);
+        }
         let job = Job {
             dir_name,
             id: id.clone(),
@@ -312,6 +312,7 @@ fn run(
             for job in &jobs {
                 pending.remove(&job.id);
             }
+            metrics::gauge!(crate::telemetry::RETENTION_QUEUE).set(pending.len() as f64);
         }
         let waited_for = !flushes.is_empty() || jobs.iter().any(|job| job.kept.is_some());
         if waited_for

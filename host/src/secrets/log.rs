@@ -36,6 +36,12 @@ pub fn register_log_secrets(secrets: &KnownSecrets) {
     *all = all.union(&added);
 }
 
+/// Every secret registered so far (a snapshot): what the span exporter scrubs a batch
+/// of, in the same forms as log output.
+pub fn log_secrets() -> KnownSecrets {
+    registry().read().expect("log secrets poisoned").clone()
+}
+
 /// `text` (a formatted log record) without any registered secret.
 pub fn scrub_log(text: &str) -> Cow<'_, str> {
     let all = registry().read().expect("log secrets poisoned").clone();

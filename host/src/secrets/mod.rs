@@ -11,7 +11,7 @@ mod log;
 mod store;
 
 pub use known::{KnownSecret, KnownSecrets, MIN_SCRUBBED_LEN};
-pub use log::{ScrubbingWriter, register_log_secrets, scrub_log};
+pub use log::{ScrubbingWriter, log_secrets, register_log_secrets, scrub_log};
 pub use store::{BackendKind, ExclusiveGuard, SecretError, SecretStore, new_reference};
 
 /// Name fragments that mark a variable or header as a credential (case-insensitive).

@@ -9,6 +9,7 @@
 
 pub mod guard;
 pub mod sse;
+pub mod traced;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -62,17 +63,18 @@ pub fn header_map(
         .collect()
 }
 
-/// The streamable HTTP transport for `url` with `headers` on every request.
+/// The streamable HTTP transport for `url` with `headers` on every request (and a
+/// call's trace context as `traceparent`/`tracestate`, see [`traced`]).
 pub fn streamable_http(
     url: &str,
     headers: &BTreeMap<String, String>,
-) -> Result<StreamableHttpClientTransport<reqwest::Client>, HeaderError> {
+) -> Result<StreamableHttpClientTransport<traced::TracedClient>, HeaderError> {
     let config = StreamableHttpClientTransportConfig::with_uri(url.to_string())
         .custom_headers(header_map(headers)?)
         .max_json_response_size(MAX_MESSAGE_BYTES)
         .max_sse_event_size(MAX_MESSAGE_BYTES);
     Ok(StreamableHttpClientTransport::with_client(
-        reqwest::Client::new(),
+        traced::TracedClient::default(),
         config,
     ))
 }

@@ -1,0 +1,93 @@
+//! The binary's `tracing` subscriber: log lines to stderr (text, or JSON with
+//! `--log-format json`), every one scrubbed of the secrets Airlock knows; and, when
+//! `[telemetry]` or `OTEL_EXPORTER_OTLP_ENDPOINT` names a collector, Airlock's spans
+//! exported over OTLP/HTTP (then JSON lines carry their trace and span ids).
+
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::{Layer, filter::FilterExt};
+
+use super::{Cli, LogFormat};
+use crate::config::process_env;
+use crate::telemetry::{Settings, export, logs::WithTraceIds};
+
+/// What must outlive the command: the span exporter, flushed by [`Telemetry::finish`].
+pub struct Telemetry {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl Telemetry {
+    /// Sends the spans still queued and stops the exporter. Blocking: call it from the
+    /// main thread, after the command has run and before the runtime stops.
+    pub fn finish(self) {
+        if let Some(provider) = self.provider
+            && let Err(e) = provider.shutdown()
+        {
+            tracing::warn!("could not send the last spans to the OTLP collector: {e}");
+        }
+    }
+}
+
+/// The telemetry settings the config files (`--config`, the user and project files)
+/// and the `OTEL_*` variables give.
+pub fn settings(cli: &Cli) -> Result<Settings, String> {
+    let sources = super::common::config_sources(cli)?;
+    crate::config::load_telemetry(&sources, &process_env).map_err(|e| e.to_string())
+}
+
+/// Installs the process's subscriber. Spans are exported when `settings` names an
+/// endpoint; their requests run on `runtime`.
+pub fn init(
+    cli: &Cli,
+    settings: &Settings,
+    runtime: tokio::runtime::Handle,
+) -> Result<Telemetry, String> {
+    let wanted = tracing_subscriber::EnvFilter::try_from_env("AIRLOCK_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // rmcp logs whole protocol messages (unredacted results, OAuth codes) at debug and
+    // trace: those levels of rmcp never reach Airlock's log, whatever AIRLOCK_LOG says.
+    // wasmtime and cranelift trace every compilation step: kept at info too.
+    let guard = tracing_subscriber::filter::filter_fn(|meta| {
+        let noisy = ["rmcp", "wasmtime", "cranelift"]
+            .iter()
+            .any(|t| meta.target().starts_with(t));
+        !(noisy && *meta.level() > tracing::Level::INFO)
+    });
+    let provider = match settings.exports() {
+        true => Some(export::provider(settings, runtime).map_err(|e| e.to_string())?),
+        false => None,
+    };
+    // Every record, from every crate, is scrubbed of the secrets Airlock knows.
+    let stderr = || crate::secrets::ScrubbingWriter::new(std::io::stderr());
+    let format = tracing_subscriber::fmt::layer().with_writer(stderr);
+    let mut slot = None;
+    let format = match cli.log_format {
+        LogFormat::Text => format.boxed(),
+        LogFormat::Json => {
+            let json = format.json().with_current_span(true).with_span_list(false);
+            if provider.is_some() {
+                let (with_ids, filled) = WithTraceIds::new(
+                    tracing_subscriber::fmt::format()
+                        .json()
+                        .with_current_span(true)
+                        .with_span_list(false),
+                );
+                slot = Some(filled);
+                json.event_format(with_ids).boxed()
+            } else {
+                json.boxed()
+            }
+        }
+    };
+    let otel = provider.as_ref().map(export::layer);
+    let subscriber = tracing_subscriber::registry()
+        .with(format.with_filter(wanted.and(guard)))
+        .with(otel);
+    let dispatch = tracing::Dispatch::new(subscriber);
+    if let Some(slot) = slot {
+        let _ = slot.set(dispatch.downgrade());
+    }
+    tracing::dispatcher::set_global_default(dispatch)
+        .map_err(|e| format!("cannot install the log subscriber: {e}"))?;
+    Ok(Telemetry { provider })
+}

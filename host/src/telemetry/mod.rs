@@ -1,0 +1,195 @@
+//! Traces and stage timings. Every call runs inside `tracing` spans — a root span for the
+//! call and one per stage (access, policy, session, the upstream request, the content
+//! plugin, each redaction plugin, result policy, retention) — and each stage's time goes
+//! to the `airlock_stage_duration_seconds` histogram through the `metrics` facade. With
+//! no subscriber interested and no recorder installed, neither does any work.
+//!
+//! With the `otel` feature, [`export`] sends the spans to an OpenTelemetry collector
+//! over OTLP/HTTP, every attribute, event and status message scrubbed of the secrets
+//! Airlock knows first; [`logs`] adds the trace and span ids to JSON log lines. The
+//! settings come from `[telemetry]` or the standard `OTEL_*` variables ([`Settings`]).
+//!
+//! Layer 0 (leaves). Imports `secrets` (the scrubber) only.
+
+#[cfg(feature = "otel")]
+pub mod export;
+#[cfg(feature = "otel")]
+pub mod logs;
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// How long each stage of a call took, by stage (`access`, `policy`, `session`,
+/// `upstream`, `content`, `redaction`, `result_policy`, `retain`).
+pub const STAGE_SECONDS: &str = "airlock_stage_duration_seconds";
+
+/// Plugin calls that trapped, by plugin, stage and kind (`deadline`, `memory_limit`,
+/// `stack_overflow`, `panic`, `other`): deadline and memory refusals among them.
+pub const PLUGIN_TRAPS: &str = "airlock_plugin_traps_total";
+
+/// Results accepted for retention and not yet written.
+pub const RETENTION_QUEUE: &str = "airlock_retention_queue_depth";
+
+/// Where and how spans are exported: `[telemetry]` in a config file, or the standard
+/// OpenTelemetry variables for what it leaves out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// The OTLP/HTTP traces URL (`…/v1/traces`). `None`: no export.
+    pub traces_endpoint: Option<String>,
+    /// `service.name` on every span.
+    pub service_name: String,
+    /// Headers on every export request (a collector's credentials, for example).
+    pub headers: BTreeMap<String, String>,
+    /// The share of new traces kept, 0.0–1.0; a call with a caller's trace context
+    /// follows the caller's sampling decision.
+    pub sample_ratio: f64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            traces_endpoint: None,
+            service_name: "airlock".to_string(),
+            headers: BTreeMap::new(),
+            sample_ratio: 1.0,
+        }
+    }
+}
+
+impl Settings {
+    /// The settings the `OTEL_*` variables give: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (the
+    /// traces URL as is), else `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/traces`;
+    /// `OTEL_SERVICE_NAME`; `OTEL_EXPORTER_OTLP_HEADERS` (`k=v,k2=v2`);
+    /// `OTEL_TRACES_SAMPLER_ARG` with a ratio sampler. `OTEL_SDK_DISABLED=true` or
+    /// `OTEL_TRACES_EXPORTER=none` turn export off.
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Settings {
+        let mut settings = Settings::default();
+        let set = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+        settings.traces_endpoint = set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .or_else(|| set("OTEL_EXPORTER_OTLP_ENDPOINT").map(|base| traces_url(&base)));
+        if let Some(name) = set("OTEL_SERVICE_NAME") {
+            settings.service_name = name;
+        }
+        if let Some(headers) = set("OTEL_EXPORTER_OTLP_HEADERS") {
+            for pair in headers.split(',') {
+                if let Some((k, v)) = pair.split_once('=') {
+                    let value = percent_decode(v.trim());
+                    settings.headers.insert(k.trim().to_string(), value);
+                }
+            }
+        }
+        let ratio_sampler = set("OTEL_TRACES_SAMPLER").is_some_and(|s| s.contains("traceidratio"));
+        if ratio_sampler
+            && let Some(ratio) = set("OTEL_TRACES_SAMPLER_ARG").and_then(|r| r.parse::<f64>().ok())
+            && (0.0..=1.0).contains(&ratio)
+        {
+            settings.sample_ratio = ratio;
+        }
+        let disabled = set("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"))
+            || set("OTEL_TRACES_EXPORTER").is_some_and(|v| v.eq_ignore_ascii_case("none"));
+        if disabled {
+            settings.traces_endpoint = None;
+        }
+        settings
+    }
+
+    /// Whether spans are exported.
+    pub fn exports(&self) -> bool {
+        self.traces_endpoint.is_some()
+    }
+}
+
+/// The traces URL under an OTLP/HTTP base URL (`http://collector:4318` →
+/// `http://collector:4318/v1/traces`).
+pub fn traces_url(base: &str) -> String {
+    format!("{}/v1/traces", base.trim().trim_end_matches('/'))
+}
+
+/// `%XX` escapes decoded (the OTLP headers variable is URL-encoded).
+fn percent_decode(text: &str) -> String {
+    let bytes: Vec<u8> =
+        form_urlencoded::parse(format!("v={}", text.replace('+', "%2B")).as_bytes())
+            .next()
+            .map(|(_, v)| v.into_owned().into_bytes())
+            .unwrap_or_default();
+    String::from_utf8(bytes).unwrap_or_default()
+}
+
+/// Records how long `stage` took since `started` (free with no metrics recorder).
+pub fn stage_done(stage: &'static str, started: Instant) {
+    metrics::histogram!(STAGE_SECONDS, "stage" => stage).record(started.elapsed().as_secs_f64());
+}
+
+/// Makes the caller's W3C trace context (`traceparent`, `tracestate`) the parent of
+/// `span`, when spans are exported. Nothing happens otherwise.
+pub fn adopt_parent(span: &tracing::Span, traceparent: &str, tracestate: Option<&str>) {
+    #[cfg(feature = "otel")]
+    export::adopt_parent(span, traceparent, tracestate);
+    #[cfg(not(feature = "otel"))]
+    let _ = (span, traceparent, tracestate);
+}
+
+/// `span`'s own W3C trace context (`traceparent`, `tracestate`), to pass to the server
+/// it calls; `None` when spans are not exported.
+pub fn context_of(span: &tracing::Span) -> Option<(String, Option<String>)> {
+    #[cfg(feature = "otel")]
+    return export::context_of(span);
+    #[cfg(not(feature = "otel"))]
+    {
+        let _ = span;
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn the_standard_variables_set_the_endpoint_name_and_headers() {
+        let s = Settings::from_env(&env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/"),
+            ("OTEL_SERVICE_NAME", "gateway-eu"),
+            (
+                "OTEL_EXPORTER_OTLP_HEADERS",
+                "authorization=Bearer%20abc,x-team=ops",
+            ),
+            ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+            ("OTEL_TRACES_SAMPLER_ARG", "0.25"),
+        ]));
+        assert_eq!(
+            s.traces_endpoint.as_deref(),
+            Some("http://collector:4318/v1/traces")
+        );
+        assert_eq!(s.service_name, "gateway-eu");
+        assert_eq!(s.headers["authorization"], "Bearer abc");
+        assert_eq!(s.headers["x-team"], "ops");
+        assert_eq!(s.sample_ratio, 0.25);
+        let traces = Settings::from_env(&env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:4318"),
+            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://b:4318/custom"),
+        ]));
+        assert_eq!(
+            traces.traces_endpoint.as_deref(),
+            Some("http://b:4318/custom")
+        );
+    }
+
+    #[test]
+    fn nothing_set_or_disabled_means_no_export() {
+        assert!(!Settings::from_env(&env(&[])).exports());
+        let off = Settings::from_env(&env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            ("OTEL_SDK_DISABLED", "true"),
+        ]));
+        assert!(!off.exports());
+    }
+}

@@ -35,7 +35,7 @@ case "${1:-}" in
         with_storage cargo bench --locked -p airlock-host \
             --bench pipeline --bench catalog_results --bench startup \
             --bench end_to_end --bench concurrency --bench memory --bench second_language \
-            --bench eras \
+            --bench eras --bench telemetry \
             --bench storage
         ;;
 esac
@@ -88,6 +88,10 @@ for size, target in (("16B", "≤ 1.10×"), ("4KiB", "≤ 1.10×"), ("1MiB", Non
 for size in ("16B", "4KiB"):
     pair("eras", f"call through `airlock serve --http`, {size}: a 2026-07-28 client (stateless requests) vs a 2025-11-25 session",
          f"era_call_{size}", "stateless", "handshake")
+pair("telemetry", "P2 call, 4 KiB: every span exported over OTLP/HTTP to a loopback receiver vs no exporter (the default)",
+     "telemetry_4KiB", "traced", "off", "≤ 1.05×", lambda x, y, r: r <= 1.05)
+pair("telemetry", "P2 call, 4 KiB: a Prometheus recorder installed and recording vs none",
+     "telemetry_4KiB", "metrics", "off")
 for size in ("1MiB", "32MiB"):
     pair("P3", f"content + redaction of {size}: wasm vs native",
          f"content_redaction_{size}", "wasm", "native", "≤ 1.5×", lambda x, y, r: r <= 1.5)

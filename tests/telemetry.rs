@@ -114,7 +114,9 @@ fn render(spans: &[Span]) -> String {
             walk(spans, &span.span_id, depth + 1, out);
         }
     }
-    let root = spans.iter().find(|s| !spans.iter().any(|p| p.span_id == s.parent_span_id));
+    let root = spans
+        .iter()
+        .find(|s| !spans.iter().any(|p| p.span_id == s.parent_span_id));
     let mut out = String::new();
     if let Some(root) = root {
         walk(spans, &root.parent_span_id, 0, &mut out);

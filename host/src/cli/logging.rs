@@ -5,6 +5,7 @@
 
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, filter::FilterExt};
 
 use super::{Cli, LogFormat};
@@ -87,7 +88,9 @@ pub fn init(
     if let Some(slot) = slot {
         let _ = slot.set(dispatch.downgrade());
     }
-    tracing::dispatcher::set_global_default(dispatch)
+    // As the process's default, with `log` records (from crates that use `log`) too.
+    dispatch
+        .try_init()
         .map_err(|e| format!("cannot install the log subscriber: {e}"))?;
     Ok(Telemetry { provider })
 }

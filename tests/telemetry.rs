@@ -143,9 +143,12 @@ async fn calls_are_traced_to_a_collector_through_the_egress_rule() {
     let ws = Workspace::new(&format!(
         "[mcp_servers.traced]\nurl = {}\nheaders = {{ Authorization = {} }}\n\
          adapters = {{ policy = \"builtin:policy\" }}\n\n\
+         [mcp_servers.local]\ncommand = {}\nargs = [{}]\n\n\
          [telemetry]\notlp_endpoint = {}\nservice_name = \"airlock-under-test\"\n",
         toml_str(format!("http://127.0.0.1:{port}/mcp")),
         toml_str(format!("Bearer {TOKEN}")),
+        toml_str(python().display().to_string()),
+        toml_str(python_server("handshake_server.py").display().to_string()),
         toml_str(&collector),
     ));
     let gateway = HttpGateway::start_with_env(
@@ -191,6 +194,26 @@ async fn calls_are_traced_to_a_collector_through_the_egress_rule() {
         );
     }
 
+    // A stdio server's call is traced the same way (twice: opening the session, then
+    // on the open one).
+    let local = [
+        ("5c1e8a4f0b9d47e2a6f3c8d1e4b7a902", "1f2e3d4c5b6a7980"),
+        ("6d2f9b5a1c0e48f3b7a4d9e2f5c8b013", "2a3b4c5d6e7f8091"),
+    ];
+    for (i, (trace, parent)) in local.iter().enumerate() {
+        let traceparent = format!("00-{trace}-{parent}-01");
+        let (status, body) = modern_call(
+            &client,
+            &gateway.url,
+            10 + i as u64,
+            "mcp__local__echo",
+            json!({"text": "over stdio"}),
+            &[("traceparent", &traceparent)],
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+    }
+
     // Every call's root and stage spans reach the collector.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -216,6 +239,46 @@ async fn calls_are_traced_to_a_collector_through_the_egress_rule() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for (trace, parent) in local {
+        let stages = loop {
+            let spans = trace_of(&received, trace);
+            if let Some(root) = spans
+                .iter()
+                .find(|s| s.name == "tools/call mcp__local__echo")
+            {
+                assert_eq!(hex(&root.parent_span_id), parent);
+                let stages: Vec<String> = spans
+                    .iter()
+                    .filter(|s| s.parent_span_id == root.span_id)
+                    .map(|s| {
+                        attributes(s)
+                            .get("airlock.stage")
+                            .cloned()
+                            .unwrap_or_default()
+                    })
+                    .collect();
+                break stages;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no root span for the stdio call in {trace}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(
+            stages,
+            [
+                "access",
+                "session",
+                "upstream",
+                "content",
+                "redaction",
+                "retain"
+            ]
+        );
+    }
 
     let upstream_seen: Vec<Value> = std::fs::read_to_string(&trace_log)
         .unwrap()

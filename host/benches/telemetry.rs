@@ -21,6 +21,7 @@ use airlock_host::{Airlock, AirlockOptions, CallOptions};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
 use tracing_subscriber::Layer;
+use tracing_subscriber::filter::FilterExt;
 use tracing_subscriber::layer::SubscriberExt;
 
 const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
@@ -64,10 +65,8 @@ fn bench(c: &mut Criterion) {
         ..Settings::default()
     };
     let provider = export::provider(&settings, rt.handle().clone()).unwrap();
-    let switched =
-        export::layer(&provider).with_filter(tracing_subscriber::filter::filter_fn(|_| {
-            TRACING.load(Ordering::Relaxed)
-        }));
+    let switch = tracing_subscriber::filter::filter_fn(|_| TRACING.load(Ordering::Relaxed));
+    let switched = export::unfiltered_layer(&provider).with_filter(export::ours().and(switch));
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(switched)).unwrap();
 
     let mut options = AirlockOptions::new(work.path().join("data"));

@@ -92,23 +92,35 @@ pub fn provider(
 }
 
 /// The `tracing` layer that turns Airlock's spans (and the events inside them) into
-/// OpenTelemetry spans for `provider`. Only Airlock's own spans are exported: other
-/// crates' spans (rmcp's, wasmtime's) carry protocol messages and compilation detail.
+/// OpenTelemetry spans for `provider`, filtered to [`ours`].
 pub fn layer<S>(provider: &SdkTracerProvider) -> impl Layer<S> + Send + Sync + 'static
 where
     S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
 {
-    let tracer = provider.tracer("airlock");
-    let ours = tracing_subscriber::filter::Targets::new()
-        .with_target("airlock_host", tracing::Level::INFO);
+    unfiltered_layer(provider).with_filter(ours())
+}
+
+/// [`layer`] without its filter, for a subscriber that filters it its own way (with
+/// [`ours`] and more).
+pub fn unfiltered_layer<S>(
+    provider: &SdkTracerProvider,
+) -> tracing_opentelemetry::OpenTelemetryLayer<S, opentelemetry_sdk::trace::SdkTracer>
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+{
     tracing_opentelemetry::layer()
-        .with_tracer(tracer)
+        .with_tracer(provider.tracer("airlock"))
         .with_threads(false)
         .with_target(false)
         .with_location(false)
         .with_tracked_inactivity(false)
         .with_error_records_to_exceptions(true)
-        .with_filter(ours)
+}
+
+/// What is exported: Airlock's own spans and events, at `info` and above. Other crates'
+/// spans (rmcp's, wasmtime's) carry protocol messages and compilation detail.
+pub fn ours() -> tracing_subscriber::filter::Targets {
+    tracing_subscriber::filter::Targets::new().with_target("airlock_host", tracing::Level::INFO)
 }
 
 /// Makes the W3C context (`traceparent`, `tracestate`) the parent of `span`.

@@ -88,10 +88,10 @@ for size, target in (("16B", "≤ 1.10×"), ("4KiB", "≤ 1.10×"), ("1MiB", Non
 for size in ("16B", "4KiB"):
     pair("eras", f"call through `airlock serve --http`, {size}: a 2026-07-28 client (stateless requests) vs a 2025-11-25 session",
          f"era_call_{size}", "stateless", "handshake")
-pair("telemetry", "P2 call, 4 KiB: every span exported over OTLP/HTTP to a loopback receiver vs no exporter (the default)",
+pair("telemetry", "P2 call, 4 KiB: every span exported over OTLP/HTTP to a loopback receiver vs no exporter (the default), alternating call by call",
      "telemetry_4KiB", "traced", "off", "≤ 1.05×", lambda x, y, r: r <= 1.05)
-pair("telemetry", "P2 call, 4 KiB: a Prometheus recorder installed and recording vs none",
-     "telemetry_4KiB", "metrics", "off")
+pair("telemetry", "P2 call, 4 KiB: a Prometheus recorder installed and recording vs none (the run just before)",
+     "telemetry_4KiB", "metrics", "off_again")
 for size in ("1MiB", "32MiB"):
     pair("P3", f"content + redaction of {size}: wasm vs native",
          f"content_redaction_{size}", "wasm", "native", "≤ 1.5×", lambda x, y, r: r <= 1.5)

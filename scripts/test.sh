@@ -29,22 +29,22 @@ if [ ! -x tests/.venv-modern/bin/python ]; then
 fi
 tests/.venv-modern/bin/pip install --quiet --disable-pip-version-check -r tests/peers/python-modern/requirements.txt
 
+# Installs Debian's package $1 unless its command is already on PATH.
+apt_install() {
+    if ! command -v "$1" >/dev/null 2>&1; then
+        local sudo=""
+        if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$1" >/dev/null
+    fi
+}
+
 echo "== Chromium, for the operator console's browser test (tests/console.rs)"
-if ! command -v chromium >/dev/null 2>&1; then
-    sudo=""
-    if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null
-fi
+apt_install chromium
 chromium --version 2>/dev/null  # (Debian's wrapper script warns on stderr about its memory check)
 
 echo "== Prometheus, scraping /metrics in tests/metrics.rs"
-if ! command -v prometheus >/dev/null 2>&1; then
-    sudo=""
-    if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends prometheus >/dev/null
-fi
+apt_install prometheus
 prometheus --version 2>&1 | head -1
 
 echo "== the JavaScript policy plugin, built from source (plugins/policy-js)"

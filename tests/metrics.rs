@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{HttpGateway, Workspace, free_port, python, python_server, toml_str};
+use support::{HttpGateway, Workspace, free_port, modern_call, python, python_server, toml_str};
 
 const CALLS: usize = 1_000;
 
@@ -58,30 +58,16 @@ fn call_echo(rt: &tokio::runtime::Runtime, mcp_url: &str, n: usize) {
     rt.block_on(async {
         let client = reqwest::Client::new();
         for i in 0..n {
-            let body = json!({
-                "jsonrpc": "2.0", "id": i, "method": "tools/call",
-                "params": {
-                    "name": "mcp__echo__echo",
-                    "arguments": {"text": format!("distinct argument {i}")},
-                    "_meta": {
-                        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                        "io.modelcontextprotocol/clientInfo": {"name": "load", "version": "1"},
-                        "io.modelcontextprotocol/clientCapabilities": {},
-                    },
-                },
-            });
-            let response = client
-                .post(mcp_url)
-                .header("Accept", "application/json, text/event-stream")
-                .header("Mcp-Protocol-Version", "2026-07-28")
-                .header("Mcp-Method", "tools/call")
-                .header("Mcp-Name", "mcp__echo__echo")
-                .json(&body)
-                .send()
-                .await
-                .expect("the gateway answers");
-            assert!(response.status().is_success(), "call {i}: {response:?}");
-            let text = response.text().await.unwrap();
+            let (status, text) = modern_call(
+                &client,
+                mcp_url,
+                i as u64,
+                "mcp__echo__echo",
+                json!({"text": format!("distinct argument {i}")}),
+                &[],
+            )
+            .await;
+            assert_eq!(status, 200, "call {i}: {text}");
             assert!(text.contains("distinct argument"), "call {i}: {text}");
         }
     });

@@ -9,11 +9,13 @@
 //!   `airlock serve --http` does), stage histograms included.
 //!
 //! One process-wide subscriber carries the OpenTelemetry layer behind a switch, so `off`
-//! and `traced` run the same binary; the metrics recorder, once installed, stays, so
-//! `metrics` runs last. `scripts/bench-ratios.sh` prints traced/off and metrics/off.
+//! and `traced` run the same binary, alternating call by call. The metrics recorder,
+//! once installed, stays: `metrics` runs last and is compared with `off_again`, measured
+//! just before it. `scripts/bench-ratios.sh` prints traced/off and metrics/off_again.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use airlock_host::config::{Config, process_env};
 use airlock_host::telemetry::{Settings, export};
@@ -65,7 +67,9 @@ fn bench(c: &mut Criterion) {
         ..Settings::default()
     };
     let provider = export::provider(&settings, rt.handle().clone()).unwrap();
-    let switch = tracing_subscriber::filter::filter_fn(|_| TRACING.load(Ordering::Relaxed));
+    // Asked at every span (a `filter_fn` would be asked once per callsite and cached).
+    let switch =
+        tracing_subscriber::filter::dynamic_filter_fn(|_, _| TRACING.load(Ordering::Relaxed));
     let switched = export::unfiltered_layer(&provider).with_filter(export::ours().and(switch));
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(switched)).unwrap();
 
@@ -84,18 +88,37 @@ fn bench(c: &mut Criterion) {
     };
     assert_eq!(call().content[0]["text"], json!(text));
 
+    // `off` and `traced` alternate call by call, so the run's drift (the store grows
+    // with every call) and the machine's moods fall on both alike; each reports its own
+    // calls' time. The exporter's thread works beside both.
+    let alternating = |traced: bool| {
+        move |iters: u64| {
+            let (mut on, mut off) = (Duration::ZERO, Duration::ZERO);
+            for _ in 0..iters {
+                TRACING.store(true, Ordering::Relaxed);
+                let started = Instant::now();
+                call();
+                on += started.elapsed();
+                TRACING.store(false, Ordering::Relaxed);
+                let started = Instant::now();
+                call();
+                off += started.elapsed();
+            }
+            if traced { on } else { off }
+        }
+    };
     let mut group = c.benchmark_group("telemetry_4KiB");
     group.throughput(Throughput::Bytes(text.len() as u64));
-    group.bench_function("off", |b| b.iter(call));
-    TRACING.store(true, Ordering::Relaxed);
-    group.bench_function("traced", |b| b.iter(call));
+    group.bench_function("off", |b| b.iter_custom(alternating(false)));
+    group.bench_function("traced", |b| b.iter_custom(alternating(true)));
     TRACING.store(false, Ordering::Relaxed);
-    // Reported, not asserted: the figure is only meaningful if the spans arrived.
-    let flushed = provider.force_flush();
-    eprintln!(
-        "traced: the receiver got {} export requests (flush: {flushed:?})",
-        exports.load(Ordering::Relaxed)
-    );
+    provider.force_flush().unwrap();
+    let exported = exports.load(Ordering::Relaxed);
+    eprintln!("traced: the receiver got {exported} export requests");
+    assert!(exported > 0, "the traced calls' spans reached the receiver");
+    // A recorder cannot be taken out again: `metrics` is compared with the run just
+    // before it was installed.
+    group.bench_function("off_again", |b| b.iter(call));
 
     let recorder = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()

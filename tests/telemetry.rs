@@ -95,6 +95,20 @@ fn trace_of(received: &Received, trace_id: &str) -> Vec<Span> {
     spans
 }
 
+/// The `airlock.stage` of each child of `root`, in start order.
+fn stages_under(spans: &[Span], root: &Span) -> Vec<String> {
+    spans
+        .iter()
+        .filter(|s| s.parent_span_id == root.span_id)
+        .map(|s| {
+            attributes(s)
+                .get("airlock.stage")
+                .cloned()
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
 /// A trace as an indented tree: each span's name, duration and chosen attributes.
 fn render(spans: &[Span]) -> String {
     fn walk(spans: &[Span], parent: &[u8], depth: usize, out: &mut String) {
@@ -249,17 +263,7 @@ async fn calls_are_traced_to_a_collector_through_the_egress_rule() {
                 .find(|s| s.name == "tools/call mcp__local__echo")
             {
                 assert_eq!(hex(&root.parent_span_id), parent);
-                let stages: Vec<String> = spans
-                    .iter()
-                    .filter(|s| s.parent_span_id == root.span_id)
-                    .map(|s| {
-                        attributes(s)
-                            .get("airlock.stage")
-                            .cloned()
-                            .unwrap_or_default()
-                    })
-                    .collect();
-                break stages;
+                break stages_under(&spans, root);
             }
             assert!(
                 Instant::now() < deadline,
@@ -309,16 +313,7 @@ async fn calls_are_traced_to_a_collector_through_the_egress_rule() {
         assert!(!attrs["airlock.agent"].is_empty());
 
         // The stages, each a child of the root, in the order a call runs them.
-        let stages: Vec<String> = spans
-            .iter()
-            .filter(|s| s.parent_span_id == root.span_id)
-            .map(|s| {
-                attributes(s)
-                    .get("airlock.stage")
-                    .cloned()
-                    .unwrap_or_default()
-            })
-            .collect();
+        let stages = stages_under(&spans, root);
         let upstream = spans
             .iter()
             .find(|s| attributes(s).get("airlock.stage").map(String::as_str) == Some("upstream"))

@@ -90,6 +90,8 @@ for size in ("16B", "4KiB"):
          f"era_call_{size}", "stateless", "handshake")
 pair("telemetry", "P2 call, 4 KiB: every span exported over OTLP/HTTP to a loopback receiver vs no exporter (the default), alternating call by call",
      "telemetry_4KiB", "traced", "off", "≤ 1.05×", lambda x, y, r: r <= 1.05)
+pair("telemetry", "P2 call, 4 KiB: the same spans, their batches dropped instead of sent (the spans' own cost, apart from the export's work) vs no exporter",
+     "telemetry_4KiB", "traced_dropped", "off")
 pair("telemetry", "P2 call, 4 KiB: a Prometheus recorder installed and recording vs none (the run just before)",
      "telemetry_4KiB", "metrics", "off_again")
 for size in ("1MiB", "32MiB"):

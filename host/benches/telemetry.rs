@@ -5,13 +5,17 @@
 //!   (no `[telemetry]`, logs at `warn`);
 //! - `traced`: every span of every call exported over OTLP/HTTP (protobuf, the batch
 //!   exporter) to a receiver on loopback, scrubbed on the way;
+//! - `traced_dropped`: the same spans through the same layer and batch processor, the
+//!   batches dropped instead of encoded and sent: what the spans cost the call itself,
+//!   apart from the export's work (which shares the machine's cores with it);
 //! - `metrics`: a Prometheus recorder installed and `Airlock::record_metrics` running (what
 //!   `airlock serve --http` does), stage histograms included.
 //!
-//! One process-wide subscriber carries the OpenTelemetry layer behind a switch, so `off`
-//! and `traced` run the same binary, alternating call by call. The metrics recorder,
-//! once installed, stays: `metrics` runs last and is compared with `off_again`, measured
-//! just before it. `scripts/bench-ratios.sh` prints traced/off and metrics/off_again.
+//! One process-wide subscriber carries both OpenTelemetry layers, each behind a switch,
+//! so `off`, `traced` and `traced_dropped` run the same binary, taking turns call by call.
+//! The metrics recorder, once installed, stays: `metrics` runs last and is compared with
+//! `off_again`, measured just before it. `scripts/bench-ratios.sh` prints traced/off,
+//! traced_dropped/off and metrics/off_again.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -28,8 +32,24 @@ use tracing_subscriber::layer::SubscriberExt;
 
 const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
 
-/// Whether the OpenTelemetry layer sees spans.
+/// Whether the exporting OpenTelemetry layer sees spans.
 static TRACING: AtomicBool = AtomicBool::new(false);
+/// Whether the OpenTelemetry layer whose batches are dropped sees spans.
+static DROPPING: AtomicBool = AtomicBool::new(false);
+
+/// A span exporter that drops every batch (and counts the spans).
+#[derive(Debug, Default)]
+struct Dropped(Arc<AtomicUsize>);
+
+impl opentelemetry_sdk::trace::SpanExporter for Dropped {
+    fn export(
+        &self,
+        batch: Vec<opentelemetry_sdk::trace::SpanData>,
+    ) -> impl std::future::Future<Output = opentelemetry_sdk::error::OTelSdkResult> + Send {
+        self.0.fetch_add(batch.len(), Ordering::Relaxed);
+        std::future::ready(Ok(()))
+    }
+}
 
 /// A loopback OTLP/HTTP receiver that counts the export requests it gets.
 async fn receiver() -> (String, Arc<AtomicUsize>) {
@@ -71,7 +91,20 @@ fn bench(c: &mut Criterion) {
     let switch =
         tracing_subscriber::filter::dynamic_filter_fn(|_, _| TRACING.load(Ordering::Relaxed));
     let switched = export::unfiltered_layer(&provider).with_filter(export::ours().and(switch));
-    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(switched)).unwrap();
+    let dropped_spans = Arc::new(AtomicUsize::new(0));
+    let dropping = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_batch_exporter(Dropped(dropped_spans.clone()))
+        .build();
+    let switch =
+        tracing_subscriber::filter::dynamic_filter_fn(|_, _| DROPPING.load(Ordering::Relaxed));
+    let dropping_layer =
+        export::unfiltered_layer(&dropping).with_filter(export::ours().and(switch));
+    tracing::subscriber::set_global_default(
+        tracing_subscriber::registry()
+            .with(switched)
+            .with(dropping_layer),
+    )
+    .unwrap();
 
     let mut options = AirlockOptions::new(work.path().join("data"));
     options.plugin_cache = Some(work.path().join("plugin-cache"));
@@ -88,34 +121,43 @@ fn bench(c: &mut Criterion) {
     };
     assert_eq!(call().content[0]["text"], json!(text));
 
-    // `off` and `traced` alternate call by call, so the run's drift (the store grows
-    // with every call) and the machine's moods fall on both alike; each reports its own
-    // calls' time. The exporter's thread works beside both.
-    let alternating = |traced: bool| {
+    // `off`, `traced` and `traced_dropped` take turns call by call, so the run's drift
+    // (the store grows with every call) and the machine's moods fall on all alike; each
+    // reports its own calls' time. The exporter's thread works beside all three.
+    let turns = |mine: usize| {
         move |iters: u64| {
-            let (mut on, mut off) = (Duration::ZERO, Duration::ZERO);
+            let mut spent = [Duration::ZERO; 3];
             for _ in 0..iters {
-                TRACING.store(true, Ordering::Relaxed);
-                let started = Instant::now();
-                call();
-                on += started.elapsed();
-                TRACING.store(false, Ordering::Relaxed);
-                let started = Instant::now();
-                call();
-                off += started.elapsed();
+                for (turn, time) in spent.iter_mut().enumerate() {
+                    TRACING.store(turn == 1, Ordering::Relaxed);
+                    DROPPING.store(turn == 2, Ordering::Relaxed);
+                    let started = Instant::now();
+                    call();
+                    *time += started.elapsed();
+                }
             }
-            if traced { on } else { off }
+            spent[mine]
         }
     };
     let mut group = c.benchmark_group("telemetry_4KiB");
     group.throughput(Throughput::Bytes(text.len() as u64));
-    group.bench_function("off", |b| b.iter_custom(alternating(false)));
-    group.bench_function("traced", |b| b.iter_custom(alternating(true)));
+    group.bench_function("off", |b| b.iter_custom(turns(0)));
+    group.bench_function("traced", |b| b.iter_custom(turns(1)));
+    group.bench_function("traced_dropped", |b| b.iter_custom(turns(2)));
     TRACING.store(false, Ordering::Relaxed);
+    DROPPING.store(false, Ordering::Relaxed);
     provider.force_flush().unwrap();
+    dropping.force_flush().unwrap();
     let exported = exports.load(Ordering::Relaxed);
-    eprintln!("traced: the receiver got {exported} export requests");
+    eprintln!(
+        "traced: the receiver got {exported} export requests; traced_dropped: {} spans dropped",
+        dropped_spans.load(Ordering::Relaxed)
+    );
     assert!(exported > 0, "the traced calls' spans reached the receiver");
+    assert!(
+        dropped_spans.load(Ordering::Relaxed) > 0,
+        "the dropping layer saw spans"
+    );
     // A recorder cannot be taken out again: `metrics` is compared with the run just
     // before it was installed.
     group.bench_function("off_again", |b| b.iter(call));
@@ -130,10 +172,13 @@ fn bench(c: &mut Criterion) {
 
     recording.abort();
     rt.block_on(airlock.close());
-    std::thread::spawn(move || provider.shutdown())
-        .join()
-        .unwrap()
-        .ok();
+    std::thread::spawn(move || {
+        let _ = dropping.shutdown();
+        provider.shutdown()
+    })
+    .join()
+    .unwrap()
+    .ok();
 }
 
 criterion_group!(benches, bench);

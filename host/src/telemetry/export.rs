@@ -114,6 +114,10 @@ where
         .with_target(false)
         .with_location(false)
         .with_tracked_inactivity(false)
+        // A span's context is not made OpenTelemetry's current context at every poll
+        // (nothing here reads `Context::current()`; parents come from tracing's own span
+        // tree, and `context_of`/the JSON log's ids start a span when they need it).
+        .with_context_activation(false)
         .with_error_records_to_exceptions(true)
 }
 

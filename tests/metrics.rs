@@ -2,7 +2,8 @@
 //! (Debian's `prometheus`, installed by scripts/test.sh) on loopback every second: after
 //! a known number of calls its query API returns the call counter and the latency
 //! histogram, and 1,000 calls with distinct arguments add no series (labels are
-//! bounded). Behind `--require-token`, a scrape needs a valid bearer token.
+//! bounded). Behind `--require-token`, a scrape needs a valid bearer token. A label built
+//! from a name the server chose (a tool named after its credential) leaves scrubbed.
 
 mod support;
 
@@ -231,6 +232,82 @@ fn metrics_need_a_token_where_the_gateway_does() {
     // The refused scrapes were counted too.
     assert!(
         text.contains("airlock_http_requests_total{route=\"metrics\",status=\"401\"} 2"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_tool_named_after_the_credential_is_not_offered_and_reaches_no_label() {
+    const TOKEN: &str = "tok9f8e7d6c5b4a39210fedcba";
+    let ws = Workspace::new(&format!(
+        "[mcp_servers.leaky]\ncommand = {}\nargs = [{}]\n\
+         env = {{ SERVICE_TOKEN = {}, LEAKY_TOOL_NAME = \"1\" }}\n",
+        toml_str(python().display().to_string()),
+        toml_str(python_server("leaky_server.py").display().to_string()),
+        toml_str(TOKEN),
+    ));
+    // The server named a tool after its credential: a name is shown, stored and called,
+    // so that tool is not offered at all (its siblings are).
+    let (listed, _) = ws.json(&["tools"], &[]);
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .expect("a tool list")
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"mcp__leaky__lookup"), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with("mcp__leaky__lookup_")),
+        "{names:?}"
+    );
+    assert!(!listed.to_string().contains(TOKEN), "{listed}");
+
+    let gateway = HttpGateway::start(&ws, &[]);
+    let rt = runtime();
+    let client = reqwest::Client::new();
+    rt.block_on(async {
+        let (status, text) = modern_call(
+            &client,
+            &gateway.url,
+            1,
+            "mcp__leaky__lookup",
+            json!({"query": "q"}),
+            &[],
+        )
+        .await;
+        assert_eq!(status, 200, "{text}");
+        assert!(text.contains("found q"), "{text}");
+        // Called by the name the server gave it, it is unknown.
+        let tool = format!("mcp__leaky__lookup_{TOKEN}");
+        let (_, text) = modern_call(&client, &gateway.url, 2, &tool, json!({}), &[]).await;
+        assert!(text.contains("no tool named"), "{text}");
+        assert!(!text.contains(TOKEN), "{text}");
+    });
+    // The figures are read off the event stream: the call shows up shortly after it ends.
+    let started = Instant::now();
+    let text = loop {
+        let (status, text) = scrape(&rt, &gateway.url, None);
+        assert_eq!(status, 200, "{text}");
+        if text.contains("airlock_calls_total{service=\"leaky\"") {
+            break text;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no call counted: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        !text.contains(TOKEN),
+        "the credential reached a label:\n{text}"
+    );
+    let calls: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("airlock_calls_total{service=\"leaky\""))
+        .collect();
+    assert_eq!(
+        calls,
+        ["airlock_calls_total{service=\"leaky\",tool=\"mcp__leaky__lookup\",outcome=\"ok\"} 1"],
         "{text}"
     );
 }

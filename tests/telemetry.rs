@@ -95,18 +95,23 @@ fn trace_of(received: &Received, trace_id: &str) -> Vec<Span> {
     spans
 }
 
-/// The `airlock.stage` of each child of `root`, in start order.
+/// The stage each child of `root` stands for, in start order: its span name, except the
+/// upstream request, a client span named after the MCP method and the server's tool.
 fn stages_under(spans: &[Span], root: &Span) -> Vec<String> {
     spans
         .iter()
         .filter(|s| s.parent_span_id == root.span_id)
-        .map(|s| {
-            attributes(s)
-                .get("airlock.stage")
-                .cloned()
-                .unwrap_or_default()
-        })
+        .map(stage_of)
         .collect()
+}
+
+/// The stage `span` stands for (see `stages_under`).
+fn stage_of(span: &Span) -> String {
+    if span.kind == SpanKind::Client as i32 && span.name.starts_with("tools/call ") {
+        "upstream".to_string()
+    } else {
+        span.name.clone()
+    }
 }
 
 /// A trace as an indented tree: each span's name, duration and chosen attributes.
@@ -116,7 +121,7 @@ fn render(spans: &[Span]) -> String {
             let micros = (span.end_time_unix_nano - span.start_time_unix_nano) / 1_000;
             let shown: Vec<String> = attributes(span)
                 .into_iter()
-                .filter(|(k, _)| !k.starts_with("code.") && k != "airlock.stage")
+                .filter(|(k, _)| !k.starts_with("code."))
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect();
             out.push_str(&format!(
@@ -316,7 +321,7 @@ async fn calls_are_traced_to_a_collector_through_the_egress_rule() {
         let stages = stages_under(&spans, root);
         let upstream = spans
             .iter()
-            .find(|s| attributes(s).get("airlock.stage").map(String::as_str) == Some("upstream"))
+            .find(|s| s.parent_span_id == root.span_id && stage_of(s) == "upstream")
             .expect("an upstream span");
         assert_eq!(upstream.kind, SpanKind::Client as i32);
         assert_eq!(

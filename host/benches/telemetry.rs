@@ -1,28 +1,34 @@
 //! What observability costs the P2 call (`Airlock::call_with`, a 4 KiB echo on the demo
 //! server, a real child process over stdio), measured in the same run:
 //!
-//! - `off`: nothing interested in Airlock's spans and no metrics recorder — the default
-//!   (no `[telemetry]`, logs at `warn`);
+//! - `idle`: before any subscriber or recorder exists (Airlock's default: no
+//!   `[telemetry]`, no `/metrics`), the call as it runs, beside the telemetry statements
+//!   one call executes (its spans, stage timings and outcome record) run alone with
+//!   nothing listening: what the instrumentation costs a call that nobody observes;
+//! - `off`: the subscriber and the recorder installed, both switched off;
 //! - `traced`: every span of every call exported over OTLP/HTTP (protobuf, the batch
 //!   exporter) to a receiver on loopback, scrubbed on the way;
 //! - `traced_dropped`: the same spans through the same layer and batch processor, the
 //!   batches dropped instead of encoded and sent: what the spans cost the call itself,
 //!   apart from the export's work (which shares the machine's cores with it);
-//! - `metrics`: a Prometheus recorder installed and `Airlock::record_metrics` running (what
-//!   `airlock serve --http` does), stage histograms included.
+//! - `metrics`: the Prometheus recorder recording, as `airlock serve --http` does (stage
+//!   histograms and the figures `Airlock::record_metrics` reads off the event stream;
+//!   that reader runs in every mode, recording only in this one).
 //!
-//! One process-wide subscriber carries both OpenTelemetry layers, each behind a switch,
-//! so `off`, `traced` and `traced_dropped` run the same binary, taking turns call by call.
-//! The metrics recorder, once installed, stays: `metrics` runs last and is compared with
-//! `off_again`, measured just before it. `scripts/bench-ratios.sh` prints traced/off,
-//! traced_dropped/off and metrics/off_again.
+//! One process-wide subscriber carries both OpenTelemetry layers and one process-wide
+//! recorder forwards to Prometheus, each behind the same mode switch, so the four modes
+//! run in one binary, taking turns call by call (the order rotating). Criterion reports
+//! each mode's calls from its own window; the ratios come from every turn of all four
+//! windows together (`paired.json`), so drift between windows cannot decide them.
+//! `scripts/bench-ratios.sh` prints the ratios.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use airlock_host::config::{Config, process_env};
-use airlock_host::telemetry::{Settings, export};
+use airlock_host::telemetry::{Settings, export, stage_done};
 use airlock_host::{Airlock, AirlockOptions, CallOptions};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
@@ -32,10 +38,147 @@ use tracing_subscriber::layer::SubscriberExt;
 
 const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
 
-/// Whether the exporting OpenTelemetry layer sees spans.
-static TRACING: AtomicBool = AtomicBool::new(false);
-/// Whether the OpenTelemetry layer whose batches are dropped sees spans.
-static DROPPING: AtomicBool = AtomicBool::new(false);
+/// The mode calls run in now: one of `OFF`, `TRACED`, `DROPPED`, `METRICS`.
+static MODE: AtomicUsize = AtomicUsize::new(OFF);
+const OFF: usize = 0;
+const TRACED: usize = 1;
+const DROPPED: usize = 2;
+const METRICS: usize = 3;
+const MODES: usize = 4;
+
+fn mode_is(mode: usize) -> bool {
+    MODE.load(Ordering::Relaxed) == mode
+}
+
+/// A recorder that forwards to `inner` in the `METRICS` mode and records nothing otherwise
+/// (the `metrics` macros register a handle at every use, so the switch is asked each time).
+struct Switched<R>(R);
+
+impl<R: metrics::Recorder> metrics::Recorder for Switched<R> {
+    fn describe_counter(
+        &self,
+        key: metrics::KeyName,
+        unit: Option<metrics::Unit>,
+        text: metrics::SharedString,
+    ) {
+        self.0.describe_counter(key, unit, text)
+    }
+    fn describe_gauge(
+        &self,
+        key: metrics::KeyName,
+        unit: Option<metrics::Unit>,
+        text: metrics::SharedString,
+    ) {
+        self.0.describe_gauge(key, unit, text)
+    }
+    fn describe_histogram(
+        &self,
+        key: metrics::KeyName,
+        unit: Option<metrics::Unit>,
+        text: metrics::SharedString,
+    ) {
+        self.0.describe_histogram(key, unit, text)
+    }
+    fn register_counter(
+        &self,
+        key: &metrics::Key,
+        meta: &metrics::Metadata<'_>,
+    ) -> metrics::Counter {
+        if mode_is(METRICS) {
+            self.0.register_counter(key, meta)
+        } else {
+            metrics::Counter::noop()
+        }
+    }
+    fn register_gauge(&self, key: &metrics::Key, meta: &metrics::Metadata<'_>) -> metrics::Gauge {
+        if mode_is(METRICS) {
+            self.0.register_gauge(key, meta)
+        } else {
+            metrics::Gauge::noop()
+        }
+    }
+    fn register_histogram(
+        &self,
+        key: &metrics::Key,
+        meta: &metrics::Metadata<'_>,
+    ) -> metrics::Histogram {
+        if mode_is(METRICS) {
+            self.0.register_histogram(key, meta)
+        } else {
+            metrics::Histogram::noop()
+        }
+    }
+}
+
+/// Every turn's time per mode, over all windows.
+static TURNS: Mutex<([Duration; MODES], u64)> = Mutex::new(([Duration::ZERO; MODES], 0));
+
+/// The telemetry statements one P2 call executes, in its order (`airlock/calls.rs` and
+/// `plugin/pipeline.rs`), with Airlock's target so the exporting layer takes them: with
+/// nothing listening, what instrumenting costs a call; traced, what the spans cost alone.
+fn one_calls_instrumentation(tool: &str, agent: &str) {
+    use tracing::field::Empty;
+    let root = tracing::info_span!(
+        target: "airlock_host",
+        "call",
+        otel.name = %format_args!("tools/call {tool}"),
+        mcp.method.name = "tools/call",
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = tool,
+        airlock.agent = agent,
+        airlock.service = Empty,
+        airlock.outcome = Empty,
+        error.type = Empty,
+        airlock.output_id = Empty,
+        airlock.result.size = Empty,
+        airlock.redactions = Empty,
+        otel.status_code = Empty,
+        otel.status_description = Empty,
+    );
+    let _in_root = root.enter();
+    tracing::Span::current().record("airlock.service", "demo");
+    let started = Instant::now();
+    tracing::info_span!(target: "airlock_host", "access").in_scope(|| std::hint::black_box(()));
+    stage_done("access", started);
+    let _ = tracing::info_span!(target: "airlock_host", "session").enter();
+    stage_done("session", started);
+    let upstream = tracing::info_span!(
+        target: "airlock_host",
+        "upstream",
+        otel.name = %format_args!("tools/call {tool}"),
+        otel.kind = "client",
+        mcp.method.name = "tools/call",
+        gen_ai.tool.name = tool,
+        airlock.service = "demo",
+    );
+    std::hint::black_box(airlock_host::telemetry::context_of(&upstream));
+    let _ = upstream.enter();
+    stage_done("upstream", started);
+    tracing::info_span!(target: "airlock_host", "content", airlock.plugin = "builtin:standard")
+        .in_scope(|| std::hint::black_box(()));
+    stage_done("content", started);
+    let redaction = tracing::info_span!(
+        target: "airlock_host",
+        "redaction",
+        airlock.plugin = "builtin:standard",
+        airlock.redactions = Empty,
+    );
+    redaction.in_scope(|| std::hint::black_box(()));
+    stage_done("redaction", started);
+    redaction.record("airlock.redactions", 0u64);
+    let retain = tracing::info_span!(target: "airlock_host", "retain", airlock.output_id = Empty, airlock.result.size = Empty);
+    let _ = retain.enter();
+    stage_done("retain", started);
+    tracing::record_all!(
+        retain,
+        airlock.output_id = Some("id"),
+        airlock.result.size = 4096u64
+    );
+    drop(_in_root);
+    if !root.is_disabled() {
+        tracing::record_all!(root, airlock.outcome = "ok", airlock.result.size = 4096u64);
+    }
+}
 
 /// A span exporter that drops every batch (and counts the spans).
 #[derive(Debug, Default)]
@@ -81,31 +224,6 @@ fn bench(c: &mut Criterion) {
     );
     std::fs::write(&config_path, &config_text).unwrap();
 
-    let (collector, exports) = rt.block_on(receiver());
-    let settings = Settings {
-        traces_endpoint: Some(airlock_host::telemetry::traces_url(&collector)),
-        ..Settings::default()
-    };
-    let provider = export::provider(&settings, rt.handle().clone()).unwrap();
-    // Asked at every span (a `filter_fn` would be asked once per callsite and cached).
-    let switch =
-        tracing_subscriber::filter::dynamic_filter_fn(|_, _| TRACING.load(Ordering::Relaxed));
-    let switched = export::unfiltered_layer(&provider).with_filter(export::ours().and(switch));
-    let dropped_spans = Arc::new(AtomicUsize::new(0));
-    let dropping = opentelemetry_sdk::trace::SdkTracerProvider::builder()
-        .with_batch_exporter(Dropped(dropped_spans.clone()))
-        .build();
-    let switch =
-        tracing_subscriber::filter::dynamic_filter_fn(|_, _| DROPPING.load(Ordering::Relaxed));
-    let dropping_layer =
-        export::unfiltered_layer(&dropping).with_filter(export::ours().and(switch));
-    tracing::subscriber::set_global_default(
-        tracing_subscriber::registry()
-            .with(switched)
-            .with(dropping_layer),
-    )
-    .unwrap();
-
     let mut options = AirlockOptions::new(work.path().join("data"));
     options.plugin_cache = Some(work.path().join("plugin-cache"));
     let config = Config::from_str(&config_path, &config_text, &process_env).unwrap();
@@ -121,31 +239,103 @@ fn bench(c: &mut Criterion) {
     };
     assert_eq!(call().content[0]["text"], json!(text));
 
-    // `off`, `traced` and `traced_dropped` take turns call by call, so the run's drift
-    // (the store grows with every call) and the machine's moods fall on all alike; each
-    // reports its own calls' time. The exporter's thread works beside all three.
+    // Before any subscriber or recorder exists: Airlock as it runs by default.
+    let mut group = c.benchmark_group("telemetry_idle_4KiB");
+    group.bench_function("call", |b| b.iter(call));
+    group.bench_function("instrumentation", |b| {
+        b.iter(|| one_calls_instrumentation("mcp__demo__echo", "default"))
+    });
+    group.finish();
+
+    let (collector, exports) = rt.block_on(receiver());
+    let settings = Settings {
+        traces_endpoint: Some(airlock_host::telemetry::traces_url(&collector)),
+        ..Settings::default()
+    };
+    let provider = export::provider(&settings, rt.handle().clone()).unwrap();
+    // Asked at every span (a `filter_fn` would be asked once per callsite and cached).
+    let switch = tracing_subscriber::filter::dynamic_filter_fn(|_, _| mode_is(TRACED));
+    let switched = export::unfiltered_layer(&provider).with_filter(export::ours().and(switch));
+    let dropped_spans = Arc::new(AtomicUsize::new(0));
+    let dropping = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_batch_exporter(Dropped(dropped_spans.clone()))
+        .build();
+    let switch = tracing_subscriber::filter::dynamic_filter_fn(|_, _| mode_is(DROPPED));
+    let dropping_layer =
+        export::unfiltered_layer(&dropping).with_filter(export::ours().and(switch));
+    tracing::subscriber::set_global_default(
+        tracing_subscriber::registry()
+            .with(switched)
+            .with(dropping_layer),
+    )
+    .unwrap();
+    let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let rendered = prometheus.handle();
+    metrics::set_global_recorder(Switched(prometheus)).unwrap();
+    let recording = rt.block_on(async { airlock.record_metrics() });
+
+    // The four modes take turns call by call, the order rotating, so the run's drift (the
+    // store grows with every call) and the machine's moods fall on all alike; each
+    // reports its own calls' time, and every turn is also counted in `TURNS`. The
+    // exporter's thread works beside all of them.
+    // For profiling one mode alone (`TELEMETRY_ONLY=0..3`): every turn runs it.
+    let only: Option<usize> = std::env::var("TELEMETRY_ONLY")
+        .ok()
+        .map(|v| v.parse().unwrap());
     let turns = |mine: usize| {
         move |iters: u64| {
-            let mut spent = [Duration::ZERO; 3];
-            for _ in 0..iters {
-                for (turn, time) in spent.iter_mut().enumerate() {
-                    TRACING.store(turn == 1, Ordering::Relaxed);
-                    DROPPING.store(turn == 2, Ordering::Relaxed);
+            let mut spent = [Duration::ZERO; MODES];
+            for i in 0..iters as usize {
+                for step in 0..MODES {
+                    let turn = only.unwrap_or((i + step) % MODES);
+                    MODE.store(turn, Ordering::Relaxed);
                     let started = Instant::now();
                     call();
-                    *time += started.elapsed();
+                    spent[turn] += started.elapsed();
                 }
             }
+            MODE.store(OFF, Ordering::Relaxed);
+            let mut all = TURNS.lock().unwrap();
+            for (sum, time) in all.0.iter_mut().zip(spent) {
+                *sum += time;
+            }
+            all.1 += iters;
             spent[mine]
         }
     };
+    // The same statements with the exporting layer on: what the spans cost on their own.
+    let mut group = c.benchmark_group("telemetry_spans");
+    group.bench_function("idle", |b| {
+        b.iter(|| one_calls_instrumentation("mcp__demo__echo", "default"))
+    });
+    MODE.store(TRACED, Ordering::Relaxed);
+    group.bench_function("traced", |b| {
+        b.iter(|| one_calls_instrumentation("mcp__demo__echo", "default"))
+    });
+    MODE.store(OFF, Ordering::Relaxed);
+    group.finish();
+
     let mut group = c.benchmark_group("telemetry_4KiB");
     group.throughput(Throughput::Bytes(text.len() as u64));
-    group.bench_function("off", |b| b.iter_custom(turns(0)));
-    group.bench_function("traced", |b| b.iter_custom(turns(1)));
-    group.bench_function("traced_dropped", |b| b.iter_custom(turns(2)));
-    TRACING.store(false, Ordering::Relaxed);
-    DROPPING.store(false, Ordering::Relaxed);
+    group.bench_function("off", |b| b.iter_custom(turns(OFF)));
+    group.bench_function("traced", |b| b.iter_custom(turns(TRACED)));
+    group.bench_function("traced_dropped", |b| b.iter_custom(turns(DROPPED)));
+    group.bench_function("metrics", |b| b.iter_custom(turns(METRICS)));
+    group.finish();
+    let (all, count) = *TURNS.lock().unwrap();
+    let per_call = |turn: usize| all[turn].as_nanos() as f64 / count as f64;
+    let paired = json!({
+        "turns": count,
+        "off_ns": per_call(OFF),
+        "traced_ns": per_call(TRACED),
+        "traced_dropped_ns": per_call(DROPPED),
+        "metrics_ns": per_call(METRICS),
+    });
+    eprintln!("every turn of the four windows: {paired}");
+    let figures = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/criterion/telemetry_4KiB/paired.json");
+    std::fs::create_dir_all(figures.parent().unwrap()).unwrap();
+    std::fs::write(&figures, paired.to_string()).unwrap();
     provider.force_flush().unwrap();
     dropping.force_flush().unwrap();
     let exported = exports.load(Ordering::Relaxed);
@@ -153,22 +343,18 @@ fn bench(c: &mut Criterion) {
         "traced: the receiver got {exported} export requests; traced_dropped: {} spans dropped",
         dropped_spans.load(Ordering::Relaxed)
     );
-    assert!(exported > 0, "the traced calls' spans reached the receiver");
-    assert!(
-        dropped_spans.load(Ordering::Relaxed) > 0,
-        "the dropping layer saw spans"
-    );
-    // A recorder cannot be taken out again: `metrics` is compared with the run just
-    // before it was installed.
-    group.bench_function("off_again", |b| b.iter(call));
-
-    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new()
-        .install_recorder()
-        .unwrap();
-    let recording = rt.block_on(async { airlock.record_metrics() });
-    group.bench_function("metrics", |b| b.iter(call));
-    group.finish();
-    assert!(recorder.render().contains("airlock_stage_duration_seconds"));
+    if only.is_none() {
+        assert!(exported > 0, "the traced calls' spans reached the receiver");
+        assert!(
+            dropped_spans.load(Ordering::Relaxed) > 0,
+            "the dropping layer saw spans"
+        );
+    }
+    if only.is_none() || only == Some(METRICS) {
+        let text = rendered.render();
+        assert!(text.contains("airlock_stage_duration_seconds"), "{text}");
+        assert!(text.contains("airlock_calls_total"), "{text}");
+    }
 
     recording.abort();
     rt.block_on(airlock.close());

@@ -158,7 +158,7 @@ impl Airlock {
             mcp.method.name = "tools/call",
             gen_ai.operation.name = "execute_tool",
             gen_ai.tool.name = tool,
-            airlock.agent = %options.agent,
+            airlock.agent = options.agent.as_str(),
             airlock.service = Empty,
             airlock.outcome = Empty,
             error.type = Empty,
@@ -202,9 +202,12 @@ impl Airlock {
                     .first()
                     .map(|t| format!("; did you mean \"{}\"?", t.name))
                     .unwrap_or_default();
+                // The name is the caller's, but what leaves passes the egress rule: a
+                // name holding a known secret comes back scrubbed.
+                let message = format!("no tool named \"{tool}\"{hint}");
                 Err(CallError::new(
                     ErrorCode::UnknownTool,
-                    format!("no tool named \"{tool}\"{hint}"),
+                    crate::secrets::scrub_log(&message).into_owned(),
                 ))
             }
             Some(entry) => {
@@ -273,7 +276,7 @@ impl Airlock {
         tracing::Span::current().record("airlock.service", entry.service.as_str());
         // A denied call never reaches the server: checked before any session opens.
         let stage = Instant::now();
-        tracing::info_span!("access", airlock.stage = "access").in_scope(|| {
+        tracing::info_span!("access").in_scope(|| {
             inner.authorize(&super::AccessRequest::Call {
                 agent: &options.agent,
                 service: &entry.service,
@@ -307,7 +310,7 @@ impl Airlock {
         let stage = Instant::now();
         let live = inner
             .session(&options.agent, &entry.service)
-            .instrument(tracing::info_span!("session", airlock.stage = "session"))
+            .instrument(tracing::info_span!("session"))
             .await;
         stage_done("session", stage);
         let live = live?;
@@ -346,9 +349,8 @@ impl Airlock {
             otel.name = %format_args!("tools/call {}", entry.raw_name),
             otel.kind = "client",
             mcp.method.name = "tools/call",
-            gen_ai.tool.name = %entry.raw_name,
-            airlock.service = %entry.service,
-            airlock.stage = "upstream",
+            gen_ai.tool.name = entry.raw_name.as_str(),
+            airlock.service = entry.service.as_str(),
         );
         let trace = telemetry::context_of(&upstream)
             .and_then(|(parent, state)| TraceContext::new(&parent, state.as_deref()))
@@ -432,7 +434,6 @@ impl Airlock {
         let stage = Instant::now();
         let retain = tracing::info_span!(
             "retain",
-            airlock.stage = "retain",
             airlock.output_id = Empty,
             airlock.result.size = Empty,
         );
@@ -442,10 +443,11 @@ impl Airlock {
             .instrument(retain.clone())
             .await;
         stage_done("retain", stage);
-        if let Some(id) = &retained.output_id {
-            retain.record("airlock.output_id", id.as_str());
-        }
-        retain.record("airlock.result.size", retained.size as u64);
+        tracing::record_all!(
+            retain,
+            airlock.output_id = retained.output_id.as_ref().map(|id| id.as_str()),
+            airlock.result.size = retained.size as u64,
+        );
         let Value::Object(mut mcp) = mcp else {
             unreachable!("result_to_mcp makes an object")
         };
@@ -499,7 +501,6 @@ fn policy_span(stage: &'static str) -> tracing::Span {
     tracing::info_span!(
         "policy",
         otel.name = stage,
-        airlock.stage = stage,
         airlock.policy.plugin = Empty,
         airlock.policy.decision = Empty,
         airlock.policy.rule = Empty,
@@ -511,26 +512,24 @@ fn policy_span(stage: &'static str) -> tracing::Span {
 fn record_outcome(span: &tracing::Span, outcome: &Result<CallOutput, CallError>) {
     match outcome {
         Ok(out) => {
-            span.record(
-                "airlock.outcome",
-                if out.is_error { "tool_error" } else { "ok" },
+            let failed = out.is_error.then_some("tool_error");
+            tracing::record_all!(
+                span,
+                airlock.outcome = failed.unwrap_or("ok"),
+                error.type = failed,
+                otel.status_code = failed.map(|_| "error"),
+                airlock.output_id = out.retained.output_id.as_ref().map(|id| id.as_str()),
+                airlock.result.size = out.retained.size as u64,
+                airlock.redactions = out.redactions.len() as u64,
             );
-            if out.is_error {
-                span.record("error.type", "tool_error");
-                span.record("otel.status_code", "error");
-            }
-            if let Some(id) = &out.retained.output_id {
-                span.record("airlock.output_id", id.as_str());
-            }
-            span.record("airlock.result.size", out.retained.size as u64);
-            span.record("airlock.redactions", out.redactions.len() as u64);
         }
-        Err(e) => {
-            span.record("airlock.outcome", e.code.as_str());
-            span.record("error.type", e.code.as_str());
-            span.record("otel.status_code", "error");
-            span.record("otel.status_description", e.message.as_str());
-        }
+        Err(e) => tracing::record_all!(
+            span,
+            airlock.outcome = e.code.as_str(),
+            error.type = e.code.as_str(),
+            otel.status_code = "error",
+            otel.status_description = e.message.as_str(),
+        ),
     }
 }
 

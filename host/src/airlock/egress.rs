@@ -41,6 +41,45 @@ pub(crate) async fn redact_with(
     value
 }
 
+/// A server's tool listing (MCP tool JSON) redacted for egress, without the tools whose
+/// name the redaction changed: such a name holds a known secret, and a tool is called by
+/// its name, shown by it and stored under it, so it cannot be offered. Each one skipped
+/// is logged by its redacted name.
+pub(crate) async fn redact_listing(
+    pipeline: Option<&Arc<ServicePipeline>>,
+    secrets: &KnownSecrets,
+    service: &str,
+    listed: Vec<Value>,
+) -> Vec<Value> {
+    let redacted = match redact_with(pipeline, secrets, Value::Array(listed.clone())).await {
+        Value::Array(tools) if tools.len() == listed.len() => tools,
+        // A chain that changed the list's shape: the host's scrubber alone.
+        _ => {
+            let mut value = Value::Array(listed.clone());
+            secrets.scrub_json(&mut value);
+            match value {
+                Value::Array(tools) => tools,
+                _ => unreachable!("scrubbing keeps an array an array"),
+            }
+        }
+    };
+    listed
+        .iter()
+        .zip(redacted)
+        .filter_map(|(raw, clean)| {
+            if raw.get("name") == clean.get("name") {
+                return Some(clean);
+            }
+            let shown = clean.get("name").and_then(Value::as_str).unwrap_or("?");
+            tracing::warn!(
+                service,
+                "not offering the tool {shown:?}: the redaction rule changes its name (it holds a known secret or a redacted pattern)"
+            );
+            None
+        })
+        .collect()
+}
+
 impl Inner {
     /// `value` from `service`'s server, redacted for egress.
     pub(super) async fn redact_value(&self, service: &str, value: Value) -> Value {
@@ -48,6 +87,14 @@ impl Inner {
             return value;
         };
         redact_with(svc.pipeline.as_ref(), &svc.secrets(), value).await
+    }
+
+    /// `service`'s tool listing, redacted for egress (see [`redact_listing`]).
+    pub(super) async fn redact_tools(&self, service: &str, listed: Vec<Value>) -> Vec<Value> {
+        let Some(svc) = self.service(service) else {
+            return listed;
+        };
+        redact_listing(svc.pipeline.as_ref(), &svc.secrets(), service, listed).await
     }
 
     /// `text` from (or about) `service`'s server, redacted for egress.

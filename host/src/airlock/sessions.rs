@@ -349,15 +349,15 @@ async fn listen(mut l: Listener) {
             ServerNotice::ToolsChanged => {
                 let refreshed = match l.handle.list_tools().await {
                     Ok(listed) => {
-                        let listed = super::egress::redact_with(
+                        let listed = super::egress::redact_listing(
                             Some(&l.pipeline),
                             &l.secrets,
-                            serde_json::Value::Array(listed),
+                            &service,
+                            listed,
                         )
                         .await;
-                        let listed = listed.as_array().map(Vec::as_slice).unwrap_or_default();
                         l.cataloger
-                            .name_tools(l.info.clone(), &l.pipeline, listed)
+                            .name_tools(l.info.clone(), &l.pipeline, &listed)
                             .await
                             .map_err(|e| e.to_string())
                     }

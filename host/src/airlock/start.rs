@@ -368,13 +368,7 @@ impl Inner {
         let tools = live.session.list_tools().await.map_err(|e| e.to_string())?;
         check_limits(&tools).map_err(|e| e.to_string())?;
         // Server metadata leaves through the egress rule, to the registry too.
-        let tools = match self
-            .redact_value(name, serde_json::Value::Array(tools))
-            .await
-        {
-            serde_json::Value::Array(tools) => tools,
-            _ => Vec::new(),
-        };
+        let tools = self.redact_tools(name, tools).await;
         let identity = live.session.identity().clone();
         let service = &self.services[name];
         self.registry
@@ -408,12 +402,9 @@ impl Inner {
             .as_ref()
             .ok_or("the service has no plugin pipeline")?;
         check_limits(listed).map_err(|e| e.to_string())?;
-        let redacted = self
-            .redact_value(name, serde_json::Value::Array(listed.to_vec()))
-            .await;
-        let listed = redacted.as_array().map(Vec::as_slice).unwrap_or_default();
+        let listed = self.redact_tools(name, listed.to_vec()).await;
         self.cataloger
-            .name_tools(service.info(), pipeline, listed)
+            .name_tools(service.info(), pipeline, &listed)
             .await
             .map_err(|e| e.to_string())
     }

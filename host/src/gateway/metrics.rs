@@ -89,15 +89,20 @@ async fn render(State(scrape): State<Arc<Scrape>>, request: Request) -> Response
             "metrics are recorded by another recorder in this process",
         );
     };
-    handle.run_upkeep();
-    // Label values are configured names, but the egress rule covers them too.
-    let text = crate::secrets::scrub_log(&handle.render()).into_owned();
-    let mut response = text.into_response();
+    let mut response = exposition(handle).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
     );
     response
+}
+
+/// The recorder's figures in the Prometheus text format, through the egress rule: label
+/// values are configured names and catalog tool names (which never hold a known secret),
+/// and every registered secret is scrubbed from the text all the same.
+fn exposition(handle: &PrometheusHandle) -> String {
+    handle.run_upkeep();
+    crate::secrets::scrub_log(&handle.render()).into_owned()
 }
 
 /// `/metrics`.
@@ -125,4 +130,33 @@ pub(super) async fn count_requests(request: Request, next: Next) -> Response {
     let status = response.status().as_u16().to_string();
     metrics::counter!(HTTP_REQUESTS, "route" => route, "status" => status).increment(1);
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::secrets::{KnownSecrets, register_log_secrets};
+
+    #[test]
+    fn a_known_secret_in_a_label_value_leaves_scrubbed() {
+        let secret = "metrics-label-secret-7f3a9c21";
+        register_log_secrets(&KnownSecrets::new().with("LABEL_TOKEN", secret));
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            metrics::counter!("airlock_calls_total", "tool" => format!("lookup_{secret}"))
+                .increment(3);
+        });
+        let text = exposition(&handle);
+        assert!(!text.contains(secret), "{text}");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("airlock_calls_total{"))
+            .expect("the counter is exported");
+        assert!(
+            line.starts_with("airlock_calls_total{tool=\"lookup_"),
+            "{line}"
+        );
+        assert!(line.ends_with(" 3"), "{line}");
+    }
 }

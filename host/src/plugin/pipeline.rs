@@ -202,7 +202,6 @@ impl ServicePipeline {
         let started = std::time::Instant::now();
         let mut converted = tracing::info_span!(
             "content",
-            airlock.stage = "content",
             airlock.plugin = self.content.plugin_name(),
         )
         .in_scope(|| convert_now(&self.content, result, scrub))?;
@@ -212,7 +211,6 @@ impl ServicePipeline {
             let started = std::time::Instant::now();
             let span = tracing::info_span!(
                 "redaction",
-                airlock.stage = "redaction",
                 airlock.plugin = stage.plugin_name(),
                 airlock.redactions = tracing::field::Empty,
             );

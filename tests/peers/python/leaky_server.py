@@ -1,7 +1,7 @@
 """A FastMCP server that puts its credential (SERVICE_TOKEN) into every path a server can
 reach a client by, besides a tool result: a tool description, a JSON-RPC error message,
 progress and log notification messages, resource contents, a resource description,
-prompt messages. Airlock's egress tests check that none of it comes out. A second value,
+prompt messages; with LEAKY_TOOL_NAME set, even a tool's name. Airlock's egress tests check that none of it comes out. A second value,
 shaped like a provider token (`acme_` + 32 lowercase hex digits), matches the
 `acme_[a-z0-9]{32}` pattern the tests configure, so patterns can be checked too.
 """
@@ -46,6 +46,14 @@ def config() -> str:
 @mcp.prompt(description="A prompt that quotes the token")
 def greet(name: str) -> str:
     return f"Hello {name}, your token is {TOKEN} and your key is {PATTERNED}."
+
+
+if os.environ.get("LEAKY_TOOL_NAME"):
+
+    @mcp.tool(name=f"lookup_{TOKEN}")
+    def named_after_the_token() -> str:
+        """A tool whose name holds the token (it reaches metric labels)."""
+        return "named"
 
 
 if __name__ == "__main__":

@@ -233,6 +233,31 @@ async fn calls_are_traced_to_a_collector_through_the_egress_rule() {
         assert_eq!(status, 200, "{body}");
     }
 
+    // A 2025-11-25 client's call in its session: the root span names the session and the
+    // request.
+    let session_trace = "7e3f0a9b2c8d41e5a6b7c8d9e0f1a2b3";
+    let session = open_session(&client, &gateway.url).await;
+    let request = json!({
+        "jsonrpc": "2.0", "id": 20, "method": "tools/call",
+        "params": {"name": "mcp__local__echo", "arguments": {"text": "in a session"}},
+    });
+    let answer = client
+        .post(&gateway.url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Session-Id", &session)
+        .header("Mcp-Protocol-Version", "2025-11-25")
+        .header(
+            "traceparent",
+            format!("00-{session_trace}-3b4c5d6e7f809102-01"),
+        )
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let body = answer.text().await.unwrap();
+    assert!(body.contains("in a session"), "{body}");
+
     // Every call's root and stage spans reach the collector.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -289,6 +314,25 @@ async fn calls_are_traced_to_a_collector_through_the_egress_rule() {
         );
     }
 
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let root = loop {
+        let spans = trace_of(&received, session_trace);
+        if let Some(root) = spans
+            .iter()
+            .find(|s| s.name == "tools/call mcp__local__echo")
+        {
+            break root.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no root span for the session's call"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let attrs = attributes(&root);
+    assert_eq!(attrs["mcp.session.id"], session);
+    assert_eq!(attrs["jsonrpc.request.id"], "20");
+
     let upstream_seen: Vec<Value> = std::fs::read_to_string(&trace_log)
         .unwrap()
         .lines()
@@ -311,6 +355,9 @@ async fn calls_are_traced_to_a_collector_through_the_egress_rule() {
         // Parented to the caller's context.
         assert_eq!(hex(&root.parent_span_id), *parent);
         let attrs = attributes(root);
+        // Stateless 2026-07-28 requests: the request id, no session.
+        assert_eq!(attrs["jsonrpc.request.id"], (i + 1).to_string());
+        assert!(!attrs.contains_key("mcp.session.id"), "{attrs:?}");
         assert_eq!(attrs["mcp.method.name"], "tools/call");
         assert_eq!(attrs["gen_ai.tool.name"], *tool);
         assert_eq!(attrs["gen_ai.operation.name"], "execute_tool");
@@ -412,4 +459,40 @@ async fn calls_are_traced_to_a_collector_through_the_egress_rule() {
         !lines.iter().any(|l| l.contains(TOKEN)),
         "a log line carries the secret"
     );
+}
+
+/// Opens a 2025-11-25 session on the gateway at `url`: its `Mcp-Session-Id`.
+async fn open_session(client: &reqwest::Client, url: &str) -> String {
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 100, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "tests", "version": "1"},
+        },
+    });
+    let answer = client
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&initialize)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let session = answer.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    answer.text().await.unwrap();
+    let initialized = client
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Session-Id", &session)
+        .header("Mcp-Protocol-Version", "2025-11-25")
+        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(initialized.status().is_success());
+    session
 }

@@ -45,7 +45,7 @@ pub mod transport;
 pub use airlock::meters;
 pub use airlock::{
     AccessCheck, AccessMode, AccessOptions, AccessRefused, AccessRequest, Airlock, AirlockOptions,
-    Approval, ApprovalRequest, Approver, CallOptions, CallOutput, DEFAULT_AGENT,
+    Approval, ApprovalRequest, Approver, CallOptions, CallOutput, CallerRequest, DEFAULT_AGENT,
     DEFAULT_MAX_SESSIONS, DegradedService, PluginSlot, Readiness, ReadinessCheck, Redaction,
     RememberArguments, ServicePlugins, ServiceReport, ServiceStatus, SessionInfo, StartError,
     TestReport, URL_ELICITATION, call_json,

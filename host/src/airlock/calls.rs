@@ -43,6 +43,18 @@ pub struct CallOptions {
     /// [`crate::results::COMPACT_PREVIEW`] for models on the compact surface); the
     /// Airlock's default when `None`.
     pub preview: Option<usize>,
+    /// The caller's own request, when the call arrived as one (the gateway sets it):
+    /// recorded on the call's span as `jsonrpc.request.id` and `mcp.session.id`.
+    pub request: Option<CallerRequest>,
+}
+
+/// The MCP request a call arrived in, as its caller numbered it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallerRequest {
+    /// The JSON-RPC request id, as text.
+    pub id: String,
+    /// The caller's MCP session (`Mcp-Session-Id`), when it has one.
+    pub session: Option<String>,
 }
 
 impl Default for CallOptions {
@@ -55,6 +67,7 @@ impl Default for CallOptions {
             trace: None,
             asker: None,
             preview: None,
+            request: None,
         }
     }
 }
@@ -159,6 +172,8 @@ impl Airlock {
             gen_ai.operation.name = "execute_tool",
             gen_ai.tool.name = tool,
             airlock.agent = options.agent.as_str(),
+            jsonrpc.request.id = options.request.as_ref().map(|r| r.id.as_str()),
+            mcp.session.id = options.request.as_ref().and_then(|r| r.session.as_deref()),
             airlock.service = Empty,
             airlock.outcome = Empty,
             error.type = Empty,

@@ -32,7 +32,7 @@ use tokio::sync::broadcast;
 
 pub use access::{AccessCheck, AccessMode, AccessOptions, AccessRefused, AccessRequest};
 pub use approvals::{Approval, ApprovalRequest, Approver, RememberArguments};
-pub use calls::{CallOptions, CallOutput, Redaction, call_json};
+pub use calls::{CallOptions, CallOutput, CallerRequest, Redaction, call_json};
 pub use health::{DegradedService, Readiness, ReadinessCheck};
 pub use inventory::{PluginSlot, ServicePlugins, SessionInfo};
 pub use questions::URL_ELICITATION;

@@ -16,7 +16,7 @@ use crate::catalog::CatalogTool;
 use std::sync::Arc;
 
 use crate::session::{AgentClient, ProgressUpdate, TraceContext};
-use crate::{Airlock, CallError, CallOptions, ErrorCode};
+use crate::{Airlock, CallError, CallOptions, CallerRequest, ErrorCode};
 
 /// What the own tools run against: the Airlock and how it is served.
 pub struct Served<'a> {
@@ -213,6 +213,7 @@ async fn call_catalog(
         preview: Some(gateway.options.preview),
         trace: request_trace(ctx),
         asker: gateway.asker.clone(),
+        request: Some(caller_request(ctx)),
         ..Default::default()
     };
     let (outcome, ()) = tokio::join!(gateway.airlock.call_with(name, arguments, options), forward);
@@ -350,6 +351,20 @@ fn describe(gateway: &Served<'_>, agent: &str, args: &Value) -> Result<CallToolR
 
 /// The client's trace context: `traceparent`/`tracestate` in the request's `_meta`
 /// (SEP-414), else the HTTP request's W3C headers.
+/// The client's request id and, over streamable HTTP with a session, its session id.
+fn caller_request(ctx: &RequestContext<RoleServer>) -> CallerRequest {
+    let session = ctx
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.headers.get("mcp-session-id"))
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    CallerRequest {
+        id: ctx.id.to_string(),
+        session,
+    }
+}
+
 fn request_trace(ctx: &RequestContext<RoleServer>) -> Option<TraceContext> {
     if let Some(parent) = ctx.meta.get_traceparent() {
         return TraceContext::new(parent, ctx.meta.get_tracestate());

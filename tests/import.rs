@@ -370,3 +370,91 @@ fn previews_expire_and_must_match_the_request() {
     );
     assert!(!preview.to_string().contains("ghp_EXAMPLE"));
 }
+
+#[test]
+fn airlocks_own_registration_is_skipped_with_why() {
+    let ws = Workspace::new("");
+    let home = ws.dir.path().join("home");
+    let work = ws.dir.path().join("project");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    // A Claude Code user file registering Airlock's gateway (as the README says to), the
+    // same by a full path with a global flag first, and Airlock's demo server (not a
+    // loop: it is an ordinary server).
+    let claude = serde_json::json!({"mcpServers": {
+        "airlock": {"command": "airlock", "args": ["serve"]},
+        "airlock-http": {"command": "/opt/tools/bin/airlock", "args": ["--config", "/etc/airlock.toml", "serve", "--http", "127.0.0.1:8765"]},
+        "demo": {"command": "airlock", "args": ["demo-server"]},
+    }});
+    std::fs::write(home.join(".claude.json"), claude.to_string()).unwrap();
+
+    let (preview, out) = import(&ws, &home, &work, &["--from", "claude-code"]);
+    assert!(out.status.success(), "{preview}");
+    let names: Vec<&str> = preview["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["demo"], "{preview}");
+    let skipped = preview["skipped"].as_array().unwrap();
+    let skipped_names: Vec<&str> = skipped
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(skipped_names, ["airlock", "airlock-http"], "{preview}");
+    for s in skipped {
+        assert!(
+            s["reason"].as_str().unwrap().contains("Airlock itself"),
+            "{s}"
+        );
+        assert!(
+            s["source"].as_str().unwrap().ends_with(".claude.json"),
+            "{s}"
+        );
+    }
+
+    // The text preview says why, on the entry's line.
+    let text = ws.run(
+        &[
+            "import",
+            "--from",
+            "claude-code",
+            "--workspace",
+            &work.display().to_string(),
+        ],
+        &[("HOME", &home.display().to_string())],
+    );
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        stdout.contains("airlock  (from claude-code")
+            && stdout.contains("not imported: it runs `airlock serve`"),
+        "{stdout}"
+    );
+
+    // Naming it is refused with the reason; `all` imports the rest.
+    let (refused, out) = import(
+        &ws,
+        &home,
+        &work,
+        &["--from", "claude-code", "--apply", "airlock"],
+    );
+    assert!(!out.status.success());
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("Airlock itself"),
+        "{refused}"
+    );
+    let (applied, out) = import(&ws, &home, &work, &["--from", "claude-code", "--apply", "all"]);
+    assert!(out.status.success(), "{applied}");
+    let (list, _) = ws.json(&["servers", "list"], &[]);
+    let listed: Vec<&str> = list["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["demo"], "{list}");
+}

@@ -120,17 +120,27 @@ fn preview(
             json!({
                 "candidates": masked,
                 "problems": scan.problems,
+                "skipped": scan.skipped,
                 "files_read": scan.files_read,
                 "expires_in_secs": PREVIEW_TTL_SECS,
             })
         );
         return Ok(ExitCode::SUCCESS);
     }
-    if masked.is_empty() && scan.problems.is_empty() {
+    if masked.is_empty() && scan.problems.is_empty() && scan.skipped.is_empty() {
         println!("No MCP servers found in other clients' files.");
     }
     for c in &masked {
         print_candidate(c);
+    }
+    for s in &scan.skipped {
+        println!(
+            "{}  (from {}, {}): not imported: {}",
+            s.name,
+            s.client.name(),
+            s.source.display(),
+            s.reason
+        );
     }
     for p in &scan.problems {
         eprintln!("airlock: skipped: {p}");
@@ -199,6 +209,19 @@ fn apply(
     scope: Scope,
 ) -> Result<ExitCode, String> {
     let preview = current_preview(servers.registry(), request)?;
+    if let Some(s) = scan
+        .skipped
+        .iter()
+        .find(|s| names.contains(&s.name) && !preview.entries.contains_key(&s.name))
+    {
+        return Err(format!(
+            "\"{}\" (from {}, {}) is not imported: {}",
+            s.name,
+            s.client.name(),
+            s.source.display(),
+            s.reason
+        ));
+    }
     let selected = selection(&preview, names)?;
     let key = preview_key(servers)?;
     let mut imported = Vec::new();

@@ -26,6 +26,9 @@
 //!   args (options and variables named like credentials, `Name: value` headers, provider
 //!   tokens, and passwords or credential query parameters of urls of any scheme) or into a
 //!   url are replaced by `REDACTED`.
+//! - **Airlock itself**: an entry that runs `airlock … serve` (a client registering
+//!   Airlock's gateway, as the README tells users to do) is not a candidate: importing it
+//!   would make Airlock one of its own servers. It is listed in [`Scan::skipped`] with why.
 //! - **Problems**: a malformed entry becomes an [`ImportProblem`] and the other entries of
 //!   the same file still import; a file that does not parse is one problem. Missing files
 //!   are skipped silently.
@@ -228,6 +231,39 @@ impl fmt::Display for ImportProblem {
 
 impl std::error::Error for ImportProblem {}
 
+/// An entry that is left out on purpose, with why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Skipped {
+    /// The entry's key in its file.
+    pub name: String,
+    /// The client whose file it is.
+    pub client: Client,
+    /// The file.
+    pub source: PathBuf,
+    /// Why it is not imported.
+    pub reason: String,
+}
+
+/// Why an entry registering Airlock's own gateway is not imported.
+pub const AIRLOCK_ITSELF: &str = "it runs `airlock serve`, Airlock itself: importing it would make Airlock one of its own servers";
+
+/// Whether `candidate` runs Airlock's own gateway: a local server whose command is an
+/// `airlock` executable (or this very program) with `serve` among its arguments.
+fn is_airlock_itself(candidate: &Candidate) -> bool {
+    let ImportedTransport::Stdio { command, args, .. } = &candidate.transport else {
+        return false;
+    };
+    let program = Path::new(command);
+    let named_airlock = program
+        .file_stem()
+        .is_some_and(|stem| stem.eq_ignore_ascii_case("airlock"));
+    let this_program = std::env::current_exe()
+        .ok()
+        .and_then(|me| me.canonicalize().ok())
+        .is_some_and(|me| program.canonicalize().ok().as_ref() == Some(&me));
+    (named_airlock || this_program) && args.iter().any(|a| a == "serve")
+}
+
 /// The result of [`scan`].
 #[derive(Debug, Clone, Default)]
 pub struct Scan {
@@ -236,6 +272,8 @@ pub struct Scan {
     pub candidates: Vec<Candidate>,
     /// Files and entries that could not be read.
     pub problems: Vec<ImportProblem>,
+    /// Entries left out on purpose (Airlock's own registration).
+    pub skipped: Vec<Skipped>,
     /// Every file that existed and was read (parsable or not).
     pub files_read: Vec<PathBuf>,
 }
@@ -303,6 +341,14 @@ pub fn scan(sources: &ImportSources<'_>) -> Scan {
                 }
                 notes.extend(raw.notes.iter().cloned());
                 match normalize(client, &path, &name, sources, &raw, notes) {
+                    Ok(candidate) if is_airlock_itself(&candidate) => {
+                        out.skipped.push(Skipped {
+                            name: raw.key.clone(),
+                            client,
+                            source: path.clone(),
+                            reason: AIRLOCK_ITSELF.to_string(),
+                        });
+                    }
                     Ok(candidate) => {
                         taken.insert(name);
                         out.candidates.push(candidate);

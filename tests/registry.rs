@@ -484,3 +484,51 @@ fn catalogs_are_kept_per_launch_and_a_lost_variable_marks_only_its_server() {
     let call: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(call["text"], "still here", "{call}");
 }
+
+/// How many rows of `table` the registry keeps for service `name`.
+fn rows_for(ws: &Workspace, table: &str, name: &str) -> i64 {
+    ws.registry_count(&format!(
+        "SELECT count(*) FROM {table} WHERE service = '{name}'"
+    ))
+}
+
+#[test]
+fn removing_a_server_takes_its_grants_approvals_namespace_and_catalog() {
+    let ws = Workspace::new("");
+    ok(&add_fixture(&ws, "fx", &[]));
+    ok(&ws.run(&["servers", "test", "fx"], &[]));
+    // Listing its tools names them, freezing its namespace.
+    assert!(!tool_names(&ws).is_empty());
+    ok(&ws.run(&["--agent", "alice", "grants", "add", "fx"], &[]));
+    // A remembered approval (PostgreSQL keeps the globs' regexes beside them).
+    let remote = std::env::var("AIRLOCK_TEST_STORAGE").as_deref() == Ok("remote");
+    ws.registry_sql(if remote {
+        "INSERT INTO approvals (agent, service, tool, arguments, plugin, rule, tool_re, arguments_re)
+         VALUES ('alice', 'fx', 'echo', '{}', 'builtin:policy', 'ask-all', '^echo$', '^\\{\\}$')"
+    } else {
+        "INSERT INTO approvals (agent, service, tool, arguments, plugin, rule)
+         VALUES ('alice', 'fx', 'echo', '{}', 'builtin:policy', 'ask-all')"
+    });
+    let (held, out) = ws.json(&["--agent", "alice", "grants", "list"], &[]);
+    ok(&out);
+    assert_eq!(held["services"], serde_json::json!(["fx"]), "{held}");
+    assert_eq!(held["approvals"].as_array().unwrap().len(), 1, "{held}");
+    assert_eq!(rows_for(&ws, "namespaces", "fx"), 1);
+    assert_eq!(rows_for(&ws, "catalogs", "fx"), 1);
+
+    // Removed, then added again under the same name: a new server, holding nothing of
+    // the old one's.
+    ok(&ws.run(&["servers", "remove", "fx"], &[]));
+    for table in ["grants", "approvals", "namespaces", "catalogs"] {
+        assert_eq!(
+            rows_for(&ws, table, "fx"),
+            0,
+            "{table} kept rows of a removed server"
+        );
+    }
+    ok(&add_fixture(&ws, "fx", &[]));
+    let (held, out) = ws.json(&["--agent", "alice", "grants", "list"], &[]);
+    ok(&out);
+    assert_eq!(held["services"], serde_json::json!([]), "{held}");
+    assert_eq!(held["approvals"], serde_json::json!([]), "{held}");
+}

@@ -275,6 +275,34 @@ impl Workspace {
         }
     }
 
+    /// The one integer `sql` selects from this workspace's registry (SQLite or its
+    /// PostgreSQL schema), such as a `count(*)`.
+    pub fn registry_count(&self, sql: &str) -> i64 {
+        match self.load().storage.registry {
+            airlock_host::config::RegistryLocation::Local => {
+                let db = rusqlite::Connection::open(self.data().join("registry.db")).unwrap();
+                db.query_row(sql, [], |row| row.get(0)).unwrap()
+            }
+            airlock_host::config::RegistryLocation::Postgres { url, schema } => {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                        .await
+                        .unwrap();
+                    tokio::spawn(connection);
+                    client
+                        .batch_execute(&format!("SET search_path TO \"{schema}\""))
+                        .await
+                        .unwrap();
+                    client.query_one(sql, &[]).await.unwrap().get::<_, i64>(0)
+                })
+            }
+        }
+    }
+
     /// Everything this workspace's registry holds, as bytes to search: the SQLite
     /// file, or every row of every table of its PostgreSQL schema as text.
     pub fn registry_dump(&self) -> Vec<u8> {

@@ -288,12 +288,48 @@ impl Registry {
             .collect()
     }
 
-    /// Deletes a service. Returns whether it existed.
+    /// Deletes a service and, when no scope or project still defines its name, the grants,
+    /// remembered approvals, frozen namespace and tested catalogs kept under that name, in
+    /// one transaction. Returns whether it existed.
     pub fn delete_service(&self, key: &ServiceKey) -> Result<bool, RegistryError> {
-        Ok(self.db.execute(
-            "DELETE FROM services WHERE scope = ?1 AND project = ?2 AND name = ?3",
-            &params![key.scope.as_str(), &key.project, &key.name],
-        )? > 0)
+        let existed = self
+            .db
+            .query_opt(
+                "SELECT 1 FROM services WHERE scope = ?1 AND project = ?2 AND name = ?3",
+                &params![key.scope.as_str(), &key.project, &key.name],
+            )?
+            .is_some();
+        if !existed {
+            return Ok(false);
+        }
+        // In one transaction with the row: when no other scope or project still defines
+        // the name, what was kept for it goes too, so a server added again under the
+        // name starts with no grants, approvals, namespace or tested catalog.
+        let orphaned = "NOT EXISTS (SELECT 1 FROM services WHERE name = ?1)";
+        let name = params![&key.name].to_vec();
+        self.db.transaction(&[
+            (
+                "DELETE FROM services WHERE scope = ?1 AND project = ?2 AND name = ?3",
+                params![key.scope.as_str(), &key.project, &key.name].to_vec(),
+            ),
+            (
+                &format!("DELETE FROM grants WHERE service = ?1 AND {orphaned}"),
+                name.clone(),
+            ),
+            (
+                &format!("DELETE FROM approvals WHERE service = ?1 AND {orphaned}"),
+                name.clone(),
+            ),
+            (
+                &format!("DELETE FROM namespaces WHERE service = ?1 AND {orphaned}"),
+                name.clone(),
+            ),
+            (
+                &format!("DELETE FROM catalogs WHERE service = ?1 AND {orphaned}"),
+                name,
+            ),
+        ])?;
+        Ok(true)
     }
 }
 

@@ -248,6 +248,12 @@ async fn exercise(
         .await
         .unwrap();
     assert_eq!(text_of(&worked), "done");
+    // rmcp's client runs each notification handler in a task of its own, so the
+    // recorder may see the last progress just after the result it preceded on the wire.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while recorder.progress.lock().unwrap().len() < 3 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert_eq!(recorder.progress.lock().unwrap().len(), 3);
 
     let big = client

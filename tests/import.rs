@@ -447,7 +447,12 @@ fn airlocks_own_registration_is_skipped_with_why() {
             .contains("Airlock itself"),
         "{refused}"
     );
-    let (applied, out) = import(&ws, &home, &work, &["--from", "claude-code", "--apply", "all"]);
+    let (applied, out) = import(
+        &ws,
+        &home,
+        &work,
+        &["--from", "claude-code", "--apply", "all"],
+    );
     assert!(out.status.success(), "{applied}");
     let (list, _) = ws.json(&["servers", "list"], &[]);
     let listed: Vec<&str> = list["servers"]

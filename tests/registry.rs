@@ -532,3 +532,179 @@ fn removing_a_server_takes_its_grants_approvals_namespace_and_catalog() {
     assert_eq!(held["services"], serde_json::json!([]), "{held}");
     assert_eq!(held["approvals"], serde_json::json!([]), "{held}");
 }
+
+/// The config as `airlock serve` loads it: `ws`'s config file and its registry's services.
+fn load_running(ws: &Workspace) -> airlock_host::config::Config {
+    let sources = airlock_host::config::ConfigSources {
+        user: None,
+        project: None,
+        explicit: vec![ws.config()],
+    };
+    let registry = ws.load().storage.registry;
+    airlock_host::servers::Servers::open_at(&ws.data(), ws.dir.path(), &registry)
+        .unwrap()
+        .load_config(&sources, &airlock_host::config::process_env)
+        .unwrap()
+}
+
+#[test]
+fn reconcile_takes_in_added_tested_changed_and_removed_servers_and_keeps_the_rest() {
+    use airlock_host::{Airlock, DEFAULT_AGENT};
+    let ws = Workspace::new(&support::python_fixture_entry("fx", ""));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let airlock = rt
+        .block_on(Airlock::start(load_running(&ws), ws.options()))
+        .unwrap();
+    let echo =
+        |tool: &str| rt.block_on(airlock.call(tool, serde_json::json!({"text": "hi"}), None));
+    let pid_of = |service: &str| rt.block_on(airlock.session_pid(DEFAULT_AGENT, service));
+    assert_eq!(echo("mcp__fx__echo").unwrap().preview, "hi");
+    let first = pid_of("fx").expect("fx has a session");
+
+    // The same definitions again: nothing changes, the live session stays.
+    let same = rt.block_on(airlock.reconcile(&load_running(&ws).servers));
+    assert!(same.is_empty(), "{same:?}");
+    assert_eq!(pid_of("fx"), Some(first));
+
+    // Added in the registry: known at once, offered once tested.
+    ok(&add_fixture(&ws, "py23", &[]));
+    let added = rt.block_on(airlock.reconcile(&load_running(&ws).servers));
+    assert_eq!(added.added, ["py23"], "{added:?}");
+    assert!(!airlock.tools().iter().any(|t| t.service == "py23"));
+    ok(&ws.run(&["servers", "test", "py23"], &[]));
+    let tested = rt.block_on(airlock.reconcile(&load_running(&ws).servers));
+    assert_eq!(tested.tested, ["py23"], "{tested:?}");
+    let again = rt.block_on(airlock.reconcile(&load_running(&ws).servers));
+    assert!(
+        again.is_empty(),
+        "a registry service loads the same each time: {again:?}"
+    );
+    assert_eq!(echo("mcp__py23__echo").unwrap().preview, "hi");
+    assert_eq!(
+        pid_of("fx"),
+        Some(first),
+        "an unrelated service keeps its session"
+    );
+
+    // Its definition edited: its session closes and the next call runs the new one.
+    ws.rewrite(&support::python_fixture_entry(
+        "fx",
+        "env = { RELOADED = \"1\" }",
+    ));
+    let changed = rt.block_on(airlock.reconcile(&load_running(&ws).servers));
+    assert_eq!(changed.changed, ["fx"], "{changed:?}");
+    // A config-file service is cataloged by connecting: a new server process.
+    assert_ne!(pid_of("fx"), Some(first));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !support::process_gone(first) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the old server process lives on"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(echo("mcp__fx__echo").unwrap().preview, "hi");
+    let env = rt
+        .block_on(airlock.call("mcp__fx__env_names", serde_json::json!({}), None))
+        .unwrap();
+    assert!(env.preview.contains("RELOADED"), "{}", env.preview);
+
+    // Removed: its tools leave and a call to one is refused.
+    ok(&ws.run(&["servers", "remove", "py23"], &[]));
+    let removed = rt.block_on(airlock.reconcile(&load_running(&ws).servers));
+    assert_eq!(removed.removed, ["py23"], "{removed:?}");
+    assert!(!airlock.tools().iter().any(|t| t.service == "py23"));
+    assert!(airlock.status().iter().all(|s| s.service != "py23"));
+    assert!(echo("mcp__py23__echo").is_err());
+    rt.block_on(airlock.close());
+}
+
+/// Counts the `tools/list_changed` notifications a client receives.
+#[derive(Clone, Default)]
+struct ListChanges(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl rmcp::ClientHandler for ListChanges {
+    async fn on_tool_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The scenario: `airlock serve` is running for an MCP client when the user adds
+/// and tests a server; the client hears `tools/list_changed` and can call it, without a
+/// restart. Removing it withdraws its tools the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_gateway_offers_a_server_added_meanwhile_and_withdraws_it_when_removed() {
+    use std::time::{Duration, Instant};
+    let ws = Workspace::new(&support::demo_entry("demo", ""));
+    let mut child = tokio::process::Command::new(support::airlock_bin())
+        .args(support::serve_args(&ws, &["serve", "--reload-secs", "0.2"]))
+        .current_dir(ws.dir.path())
+        .env("AIRLOCK_CONFIG", ws.dir.path().join("no-user-config.toml"))
+        .env("AIRLOCK_PLUGIN_CACHE", support::plugin_cache())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(
+        child.stdout.take().unwrap(),
+        child.stdin.take().unwrap(),
+    );
+    let heard = ListChanges::default();
+    let client = rmcp::serve_client(heard.clone(), transport).await.unwrap();
+    let names = async || -> Vec<String> {
+        let tools = client.list_all_tools().await.unwrap();
+        tools.iter().map(|t| t.name.to_string()).collect()
+    };
+    assert!(names().await.contains(&"mcp__demo__echo".to_string()));
+    assert!(!names().await.iter().any(|n| n.starts_with("mcp__py23__")));
+
+    let before = heard.0.load(std::sync::atomic::Ordering::SeqCst);
+    tokio::task::block_in_place(|| {
+        ok(&add_fixture(&ws, "py23", &[]));
+        ok(&ws.run(&["servers", "test", "py23"], &[]));
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !names().await.contains(&"mcp__py23__echo".to_string()) {
+        assert!(
+            Instant::now() < deadline,
+            "py23 never offered: {:?}",
+            names().await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    while heard.0.load(std::sync::atomic::Ordering::SeqCst) == before {
+        assert!(Instant::now() < deadline, "no tools/list_changed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let args = serde_json::json!({"text": "hi"})
+        .as_object()
+        .cloned()
+        .unwrap();
+    let echoed = client
+        .call_tool(rmcp::model::CallToolRequestParams::new("mcp__py23__echo").with_arguments(args))
+        .await
+        .unwrap();
+    assert_eq!(echoed.is_error, Some(false), "{echoed:?}");
+
+    let before = heard.0.load(std::sync::atomic::Ordering::SeqCst);
+    tokio::task::block_in_place(|| ok(&ws.run(&["servers", "remove", "py23"], &[])));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while names().await.iter().any(|n| n.starts_with("mcp__py23__"))
+        || heard.0.load(std::sync::atomic::Ordering::SeqCst) == before
+    {
+        assert!(
+            Instant::now() < deadline,
+            "py23 never withdrawn: {:?}",
+            names().await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(names().await.contains(&"mcp__demo__echo".to_string()));
+    client.cancel().await.unwrap();
+    let _ = tokio::time::timeout(Duration::from_secs(15), child.wait()).await;
+}

@@ -161,7 +161,7 @@ impl Airlock {
     /// # Ok(()) }
     /// ```
     pub fn grant(&self, agent: &str, service: &str) -> Result<(), CallError> {
-        if !self.inner.services.contains_key(service) {
+        if !self.inner.has_service(service) {
             return Err(CallError::new(
                 ErrorCode::ServiceUnavailable,
                 format!("no service named \"{service}\""),

@@ -492,7 +492,7 @@ impl super::Inner {
     /// reached): the name carries the service's namespace. With the reason, so the
     /// caller learns why.
     fn unavailable_owner(&self, tool: &str) -> Option<(String, String)> {
-        self.services.iter().find_map(|(name, service)| {
+        self.all_services().into_iter().find_map(|(name, service)| {
             // A failed service (its plugins refused, its definition needing repair, or
             // its server unreachable or refusing Airlock's credentials) has no catalog:
             // a call to one of its tools says why, rather than "unknown tool".
@@ -500,13 +500,13 @@ impl super::Inner {
                 return None;
             }
             let reason = service.health().failed.clone()?;
-            let frozen = self.registry.namespace(name).ok().flatten();
-            let default = format!("mcp__{}", sanitize(name));
+            let frozen = self.registry.namespace(&name).ok().flatten();
+            let default = format!("mcp__{}", sanitize(&name));
             let owns = [frozen, Some(default)]
                 .into_iter()
                 .flatten()
                 .any(|ns| tool.starts_with(&format!("{ns}__")));
-            owns.then(|| (name.clone(), reason))
+            owns.then(|| (name, reason))
         })
     }
 }

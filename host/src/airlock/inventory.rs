@@ -86,10 +86,10 @@ impl Airlock {
     pub fn plugins(&self) -> Vec<ServicePlugins> {
         let limits = self.inner.runtime.limits();
         self.inner
-            .services
-            .iter()
+            .all_services()
+            .into_iter()
             .map(|(name, service)| ServicePlugins {
-                service: name.clone(),
+                service: name,
                 plugins: service
                     .pipeline
                     .iter()
@@ -126,7 +126,8 @@ impl Airlock {
     /// Disables `service` until it is enabled again or Airlock restarts (every session
     /// with it closes; its tools are hidden and its calls refused), or enables it again.
     /// A service disabled in its config stays disabled: that is changed with
-    /// `airlock servers enable` (or the config file) and a restart. Emits
+    /// `airlock servers enable` (or the config file), which a running gateway takes in
+    /// through [`Airlock::reconcile`]. Emits
     /// `service_changed` and `tools_changed` (so clients list their tools again).
     pub async fn set_enabled(&self, service: &str, enabled: bool) -> Result<(), CallError> {
         let inner = &self.inner;
@@ -135,7 +136,7 @@ impl Airlock {
             return Err(CallError::new(
                 ErrorCode::ServiceUnavailable,
                 format!(
-                    "service \"{service}\" is disabled in its config; enable it with `airlock servers enable {service}` (or in its file) and restart"
+                    "service \"{service}\" is disabled in its config; enable it with `airlock servers enable {service}` (or in its file); a running gateway takes that in within its --reload-secs"
                 ),
             ));
         }

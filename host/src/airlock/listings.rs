@@ -38,16 +38,16 @@ impl Inner {
     /// The services a listing covers: the one named, or every available one.
     fn targets(&self, service: Option<&str>) -> Result<Vec<String>, CallError> {
         match service {
-            Some(s) if self.services.contains_key(s) => Ok(vec![s.to_string()]),
+            Some(s) if self.has_service(s) => Ok(vec![s.to_string()]),
             Some(s) => Err(CallError::new(
                 ErrorCode::ServiceUnavailable,
                 format!("no service named \"{s}\""),
             )),
             None => Ok(self
-                .services
-                .iter()
+                .all_services()
+                .into_iter()
                 .filter(|(_, s)| s.enabled() && s.pipeline.is_some())
-                .map(|(n, _)| n.clone())
+                .map(|(n, _)| n)
                 .collect()),
         }
     }

@@ -20,6 +20,7 @@ mod listings;
 pub mod meters;
 mod policy;
 mod questions;
+mod reconcile;
 mod report;
 mod sessions;
 mod start;
@@ -36,6 +37,7 @@ pub use calls::{CallOptions, CallOutput, CallerRequest, Redaction, call_json};
 pub use health::{DegradedService, Readiness, ReadinessCheck};
 pub use inventory::{PluginSlot, ServicePlugins, SessionInfo};
 pub use questions::URL_ELICITATION;
+pub use reconcile::Reconciled;
 pub use report::{ServiceReport, ServiceStatus, TestReport};
 pub use start::StartError;
 #[cfg(feature = "cli")]
@@ -160,7 +162,9 @@ impl Service {
 }
 
 pub(crate) struct Inner {
-    services: BTreeMap<String, Service>,
+    /// Every configured service by name; replaced as a whole entry by
+    /// [`Airlock::reconcile`] when definitions change while running.
+    services: RwLock<BTreeMap<String, Arc<Service>>>,
     cataloger: Arc<Cataloger>,
     results: ResultStore,
     runtime: Arc<PluginRuntime>,
@@ -175,6 +179,8 @@ pub(crate) struct Inner {
     approver: Option<Arc<dyn Approver>>,
     agent_clients: RwLock<HashMap<String, Arc<AgentLink>>>,
     log_levels: RwLock<HashMap<String, String>>,
+    /// Held while [`Airlock::reconcile`] runs, so reconciles take turns.
+    reconciling: tokio::sync::Mutex<()>,
 }
 
 /// A running Airlock host. Cheap to clone; clones share everything.
@@ -261,8 +267,31 @@ impl Airlock {
 }
 
 impl Inner {
-    fn service(&self, name: &str) -> Option<&Service> {
-        self.services.get(name)
+    fn service(&self, name: &str) -> Option<Arc<Service>> {
+        self.services
+            .read()
+            .expect("services lock poisoned")
+            .get(name)
+            .cloned()
+    }
+
+    /// Every configured service, in name order (a snapshot: services added or removed
+    /// meanwhile are not in it, or still are).
+    fn all_services(&self) -> Vec<(String, Arc<Service>)> {
+        self.services
+            .read()
+            .expect("services lock poisoned")
+            .iter()
+            .map(|(name, service)| (name.clone(), service.clone()))
+            .collect()
+    }
+
+    /// Whether a service of that name is configured.
+    fn has_service(&self, name: &str) -> bool {
+        self.services
+            .read()
+            .expect("services lock poisoned")
+            .contains_key(name)
     }
 
     fn emit(&self, event: Event) {

@@ -107,8 +107,9 @@ impl Inner {
             .count()
     }
 
-    pub(super) fn report(&self, name: &str) -> ServiceReport {
-        let service = &self.services[name];
+    /// The report of `name`; `None` once it is no longer configured.
+    pub(super) fn report(&self, name: &str) -> Option<ServiceReport> {
+        let service = self.service(name)?;
         let live = self.pool.live_count(name);
         let tools = self.tool_count(name);
         let health = service.health();
@@ -133,7 +134,7 @@ impl Inner {
         } else {
             ServiceStatus::Disconnected { tools }
         };
-        ServiceReport {
+        Some(ServiceReport {
             service: name.to_string(),
             status,
             transport: match service.config.transport {
@@ -142,11 +143,13 @@ impl Inner {
             },
             server: health.identity.clone(),
             source: service.config.source.clone(),
-        }
+        })
     }
 
     pub(super) fn emit_service_changed(&self, name: &str) {
-        let report = self.report(name);
+        let Some(report) = self.report(name) else {
+            return;
+        };
         let reason = match &report.status {
             ServiceStatus::Failed { reason } => Some(reason.clone()),
             _ => None,
@@ -175,9 +178,9 @@ impl super::Airlock {
     /// ```
     pub fn status(&self) -> Vec<ServiceReport> {
         self.inner
-            .services
-            .keys()
-            .map(|name| self.inner.report(name))
+            .all_services()
+            .iter()
+            .filter_map(|(name, _)| self.inner.report(name))
             .collect()
     }
 
@@ -185,8 +188,9 @@ impl super::Airlock {
     /// consulted, as for calls).
     pub fn status_for(&self, agent: &str) -> Vec<ServiceReport> {
         self.inner
-            .services
-            .keys()
+            .all_services()
+            .iter()
+            .map(|(name, _)| name)
             .filter(|name| {
                 self.inner
                     .authorize(&super::AccessRequest::Service {
@@ -196,7 +200,7 @@ impl super::Airlock {
                     })
                     .is_ok()
             })
-            .map(|name| self.inner.report(name))
+            .filter_map(|name| self.inner.report(name))
             .collect()
     }
 }
@@ -213,7 +217,7 @@ impl super::Airlock {
     pub fn instructions_for(&self, agent: &str) -> String {
         let inner = &self.inner;
         let mut lines = Vec::new();
-        for (name, service) in &inner.services {
+        for (name, service) in &inner.all_services() {
             let usable = service.enabled()
                 && service.pipeline.is_some()
                 && inner

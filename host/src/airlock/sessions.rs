@@ -42,8 +42,8 @@ impl Airlock {
     /// client went away).
     pub async fn disconnect_agent(&self, agent: &str) {
         self.inner.pool.close_agent(agent).await;
-        for name in self.inner.services.keys() {
-            self.inner.emit_service_changed(name);
+        for (name, _) in self.inner.all_services() {
+            self.inner.emit_service_changed(&name);
         }
     }
 
@@ -64,7 +64,11 @@ impl Airlock {
             .insert(agent.to_string(), roots.clone());
         for (service, live) in self.inner.pool.sessions_of(agent).await {
             let wanted = self.inner.working_dir(&service, &roots);
-            if self.inner.services[&service].config.transport.is_stdio() && wanted != live.cwd {
+            let stdio = self
+                .inner
+                .service(&service)
+                .is_some_and(|s| s.config.transport.is_stdio());
+            if stdio && wanted != live.cwd {
                 tracing::info!(
                     service,
                     agent,
@@ -179,10 +183,8 @@ impl Inner {
     /// Where a stdio server starts: its configured `cwd`, else the agent's first root
     /// when that is an existing folder.
     fn working_dir(&self, service: &str, roots: &[String]) -> Option<PathBuf> {
-        let config = &self.services[service].config;
-        config
-            .cwd
-            .clone()
+        self.service(service)
+            .and_then(|s| s.config.cwd.clone())
             .or_else(|| roots.first().map(PathBuf::from).filter(|p| p.is_dir()))
     }
 

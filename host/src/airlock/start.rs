@@ -161,7 +161,10 @@ impl Airlock {
         let airlock = Airlock::prepare(config, options).await?;
         let inner = airlock.inner.clone();
         let outcome = inner.test_catalog(&name).await;
-        let secrets = inner.services[&name].secrets();
+        let secrets = inner
+            .service(&name)
+            .map(|s| s.secrets())
+            .unwrap_or_default();
         airlock.close().await;
         outcome.map_err(|reason| StartError::Test {
             service: name.clone(),
@@ -195,7 +198,7 @@ impl Airlock {
                 PluginRuntime::with_cache(config.sandbox, Some(cache))?
             }
         };
-        let mut pipelines = build_pipelines(&runtime, &config).await;
+        let mut pipelines = build_pipelines(&runtime, config.servers.values()).await;
 
         // Every known secret is redacted from every service's output: a token of one
         // service that shows up in another's result is still a secret.
@@ -208,36 +211,14 @@ impl Airlock {
             .servers
             .iter()
             .map(|(name, server)| {
-                let secrets = server.known_secrets().union(&everyone);
-                let mut health = Health::default();
-                if !server.repair.is_empty() {
-                    health.failed = Some(secrets.scrub_owned(&format!(
-                        "needs repair: {}; fix it with `airlock servers edit {name}`",
-                        server.repair.join("; ")
-                    )));
-                }
-                let pipeline = match pipelines.remove(name) {
-                    Some(Ok(p)) => Some(Arc::new(p)),
-                    Some(Err(reason)) => {
-                        health.failed = Some(secrets.scrub_owned(&reason));
-                        None
-                    }
-                    None => None,
-                };
-                let service = Service {
-                    config: server.clone(),
-                    pipeline,
-                    secrets: RwLock::new(secrets),
-                    health: Mutex::new(health),
-                    paused: Default::default(),
-                };
-                (name.clone(), service)
+                let service = Service::new(server, pipelines.remove(name), &everyone);
+                (name.clone(), Arc::new(service))
             })
             .collect();
         let events = broadcast::channel(1024).0;
         Ok(Airlock {
             inner: Arc::new(Inner {
-                services,
+                services: RwLock::new(services),
                 cataloger: Arc::new(Cataloger::new(registry.clone())),
                 results,
                 runtime,
@@ -252,18 +233,54 @@ impl Airlock {
                 approver: options.approver,
                 agent_clients: RwLock::new(HashMap::new()),
                 log_levels: RwLock::new(HashMap::new()),
+                reconciling: Default::default(),
             }),
         })
     }
 }
 
+impl Service {
+    /// A service as configured, with its plugin pipeline (`None` when disabled, or the
+    /// reason it could not be built), redacting its own known secrets and `everyone`'s.
+    pub(super) fn new(
+        server: &ServerConfig,
+        pipeline: Option<Result<ServicePipeline, String>>,
+        everyone: &KnownSecrets,
+    ) -> Service {
+        let name = &server.name;
+        let secrets = server.known_secrets().union(everyone);
+        let mut health = Health::default();
+        if !server.repair.is_empty() {
+            health.failed = Some(secrets.scrub_owned(&format!(
+                "needs repair: {}; fix it with `airlock servers edit {name}`",
+                server.repair.join("; ")
+            )));
+        }
+        let pipeline = match pipeline {
+            Some(Ok(p)) => Some(Arc::new(p)),
+            Some(Err(reason)) => {
+                health.failed = Some(secrets.scrub_owned(&reason));
+                None
+            }
+            None => None,
+        };
+        Service {
+            config: server.clone(),
+            pipeline,
+            secrets: RwLock::new(secrets),
+            health: Mutex::new(health),
+            paused: Default::default(),
+        }
+    }
+}
+
 /// Builds every enabled service's pipeline concurrently, off the async runtime's threads
 /// (loading and instantiating plugins blocks). A failure is that service's reason.
-async fn build_pipelines(
+pub(super) async fn build_pipelines<'a>(
     runtime: &Arc<PluginRuntime>,
-    config: &Config,
+    servers: impl Iterator<Item = &'a ServerConfig>,
 ) -> HashMap<String, Result<ServicePipeline, String>> {
-    let builds = config.servers.values().filter(|s| s.enabled).map(|server| {
+    let builds = servers.filter(|s| s.enabled).map(|server| {
         let (runtime, name, adapters, cfg) = (
             runtime.clone(),
             server.name.clone(),
@@ -292,8 +309,17 @@ impl Inner {
     /// default agent's session. A registry service without a fresh tested catalog
     /// offers no tools until it is tested.
     async fn catalog_all(self: &Arc<Self>) {
+        let names = self.all_services().into_iter().map(|(name, _)| name);
+        self.catalog_these(names.collect()).await;
+    }
+
+    /// Catalogs the services `names`, as [`Inner::catalog_all`] does for all of them.
+    pub(super) async fn catalog_these(self: &Arc<Self>, names: Vec<String>) {
         let mut to_connect: Vec<String> = Vec::new();
-        for (name, service) in &self.services {
+        for name in &names {
+            let Some(service) = self.service(name) else {
+                continue;
+            };
             let config = &service.config;
             if !config.enabled || service.pipeline.is_none() || !config.repair.is_empty() {
                 continue;
@@ -343,7 +369,9 @@ impl Inner {
                 Err(e) => Err(e.message),
             };
             if let Err(reason) = outcome {
-                let service = &self.services[&name];
+                let Some(service) = self.service(&name) else {
+                    continue;
+                };
                 let reason = service.secrets().scrub_owned(&reason);
                 tracing::warn!(service = %name, "service failed: {reason}");
                 service.health().failed = Some(reason);
@@ -370,7 +398,9 @@ impl Inner {
         // Server metadata leaves through the egress rule, to the registry too.
         let tools = self.redact_tools(name, tools).await;
         let identity = live.session.identity().clone();
-        let service = &self.services[name];
+        let service = self
+            .service(name)
+            .ok_or_else(|| format!("service \"{name}\" was removed meanwhile"))?;
         self.registry
             .save_catalog(&StoredCatalog {
                 service: name.to_string(),
@@ -396,7 +426,9 @@ impl Inner {
         name: &str,
         listed: &[serde_json::Value],
     ) -> Result<usize, String> {
-        let service = &self.services[name];
+        let service = self
+            .service(name)
+            .ok_or_else(|| format!("service \"{name}\" was removed meanwhile"))?;
         let pipeline = service
             .pipeline
             .as_ref()

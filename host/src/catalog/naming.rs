@@ -72,6 +72,15 @@ impl Cataloger {
         self.catalog.read().expect("catalog lock poisoned")
     }
 
+    /// Takes every tool of `service` out of the catalog (the service was removed or
+    /// redefined).
+    pub fn forget(&self, service: &str) {
+        self.catalog
+            .write()
+            .expect("catalog lock poisoned")
+            .remove_service(service);
+    }
+
     /// Names `listed` (MCP tool JSON) with `pipeline`'s naming plugin under the service's
     /// frozen namespace, and replaces the service's catalog entries. Returns the tool
     /// count.

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
@@ -10,7 +11,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::Cli;
-use super::common::{data_dir, load_config, options};
+use super::common::{config_sources, data_dir, open_servers, options};
+use crate::config::{Config, process_env};
 use crate::gateway::tokens::TokenBook;
 use crate::gateway::{HttpOptions, ServeOptions, ToolSurface};
 use crate::results::{COMPACT_PREVIEW, DEFAULT_PREVIEW};
@@ -66,6 +68,11 @@ pub struct ServeArgs {
     /// Seconds an idle HTTP session is kept.
     #[arg(long, default_value_t = 1800)]
     pub session_idle_secs: u64,
+    /// Seconds between looks at the config files and the registry for servers added,
+    /// removed, edited or tested while serving (clients then get `list_changed`); 0
+    /// turns it off.
+    #[arg(long, default_value_t = 2.0, value_parser = reload_secs)]
+    pub reload_secs: f64,
     /// Manage the gateway's bearer tokens instead of serving.
     #[command(subcommand)]
     pub command: Option<ServeCommand>,
@@ -126,11 +133,26 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode, String> {
     {
         return Err(crate::gateway::HttpError::RemoteNotAllowed(addr).to_string());
     }
-    let airlock = Airlock::start(load_config(cli)?, airlock_options)
+    let servers = Arc::new(open_servers(cli)?);
+    let sources = config_sources(cli)?;
+    let config = servers
+        .load_config(&sources, &process_env)
+        .map_err(|e| e.to_string())?;
+    let airlock = Airlock::start(config, airlock_options)
         .await
         .map_err(|e| e.to_string())?;
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
+    if args.reload_secs > 0.0 {
+        let every = Duration::from_secs_f64(args.reload_secs);
+        let load = move || servers.load_config(&sources, &process_env);
+        tokio::spawn(reload_services(
+            airlock.clone(),
+            load,
+            every,
+            shutdown.clone(),
+        ));
+    }
     match args.http {
         None => crate::gateway::serve_stdio(airlock, serve, shutdown)
             .await
@@ -155,6 +177,53 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode, String> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--reload-secs`: a finite, non-negative number of seconds.
+fn reload_secs(given: &str) -> Result<f64, String> {
+    match given.parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs >= 0.0 => Ok(secs),
+        _ => Err(format!(
+            "\"{given}\" is not a number of seconds (0 or more; 0 turns reloading off)"
+        )),
+    }
+}
+
+/// Takes in servers added, removed, edited or tested while serving: every `every`, the
+/// config is loaded again (config files and registry, on a blocking thread) and the
+/// running services reconciled with it, until `shutdown`. A load that fails (a file
+/// mid-edit, the registry unreachable) keeps the running services; each distinct
+/// reason is logged once.
+async fn reload_services<F>(airlock: Airlock, load: F, every: Duration, shutdown: CancellationToken)
+where
+    F: Fn() -> Result<Config, crate::servers::ServersError> + Send + Sync + 'static,
+{
+    let load = Arc::new(load);
+    let mut last_error: Option<String> = None;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        let loading = load.clone();
+        let loaded = match tokio::task::spawn_blocking(move || loading()).await {
+            Ok(loaded) => loaded.map_err(|e| e.to_string()),
+            Err(e) => Err(format!("loading the config panicked: {e}")),
+        };
+        match loaded {
+            Ok(config) => {
+                if last_error.take().is_some() {
+                    tracing::info!("the config loads again; reloading services");
+                }
+                airlock.reconcile(&config.servers).await;
+            }
+            Err(reason) if last_error.as_deref() != Some(reason.as_str()) => {
+                tracing::warn!("cannot reload services (the running ones stay): {reason}");
+                last_error = Some(reason);
+            }
+            Err(_) => {}
+        }
+    }
 }
 
 /// Cancels `shutdown` on SIGTERM or SIGINT.

@@ -200,11 +200,9 @@ impl ServicePipeline {
     ) -> Result<Processed, PluginError> {
         let is_error = result.is_error;
         let started = std::time::Instant::now();
-        let mut converted = tracing::info_span!(
-            "content",
-            airlock.plugin = self.content.plugin_name(),
-        )
-        .in_scope(|| convert_now(&self.content, result, scrub))?;
+        let mut converted =
+            tracing::info_span!("content", airlock.plugin = self.content.plugin_name(),)
+                .in_scope(|| convert_now(&self.content, result, scrub))?;
         crate::telemetry::stage_done("content", started);
         let mut marks = Vec::new();
         for stage in &self.redaction {

@@ -281,6 +281,19 @@ impl SessionPool {
             .await;
     }
 
+    /// Closes every agent's session with `service` (removed or redefined) and waits for
+    /// them to finish closing.
+    pub async fn close_service(&self, service: &str, why: &str) {
+        let slots: Vec<(Key, Arc<Slot>)> = {
+            let mut all = self.slots.lock().expect("session slots poisoned");
+            let keys: Vec<Key> = all.keys().filter(|(_, s)| s == service).cloned().collect();
+            keys.into_iter()
+                .filter_map(|k| all.remove(&k).map(|s| (k, s)))
+                .collect()
+        };
+        self.close_slots(slots, why).await;
+    }
+
     /// Closes every session and waits for each to finish closing.
     pub async fn close_all(&self) {
         let slots: Vec<(Key, Arc<Slot>)> = self

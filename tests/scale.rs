@@ -312,6 +312,7 @@ fn the_registry_answers_the_same_on_postgresql_and_sqlite() {
             &RegistryLocation::Postgres {
                 url,
                 schema: storage_tag(),
+                bounds: Default::default(),
             },
         )
         .unwrap(),

@@ -29,6 +29,9 @@ pub enum ErrorCode {
     AdapterError,
     /// A policy refused the call (it never reached the server) or withheld its result.
     PolicyDenied,
+    /// The shared registry (PostgreSQL) could not be reached to check what the call
+    /// needs; retry shortly. Nothing was sent to the server.
+    RegistryUnavailable,
 }
 
 impl ErrorCode {
@@ -45,6 +48,7 @@ impl ErrorCode {
             ErrorCode::ServiceSessionLimit => "service_session_limit",
             ErrorCode::AdapterError => "adapter_error",
             ErrorCode::PolicyDenied => "policy_denied",
+            ErrorCode::RegistryUnavailable => "registry_unavailable",
         }
     }
 }

@@ -256,7 +256,7 @@ impl Workspace {
                 let db = rusqlite::Connection::open(self.data().join("registry.db")).unwrap();
                 db.execute_batch(sql).unwrap();
             }
-            airlock_host::config::RegistryLocation::Postgres { url, schema } => {
+            airlock_host::config::RegistryLocation::Postgres { url, schema, .. } => {
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
@@ -283,7 +283,7 @@ impl Workspace {
                 let db = rusqlite::Connection::open(self.data().join("registry.db")).unwrap();
                 db.query_row(sql, [], |row| row.get(0)).unwrap()
             }
-            airlock_host::config::RegistryLocation::Postgres { url, schema } => {
+            airlock_host::config::RegistryLocation::Postgres { url, schema, .. } => {
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
@@ -310,7 +310,7 @@ impl Workspace {
             airlock_host::config::RegistryLocation::Local => {
                 std::fs::read(self.data().join("registry.db")).unwrap()
             }
-            airlock_host::config::RegistryLocation::Postgres { url, schema } => {
+            airlock_host::config::RegistryLocation::Postgres { url, schema, .. } => {
                 with_postgres(&url, async |client| {
                     let tables = client
                         .query(
@@ -709,4 +709,125 @@ pub async fn modern_call(
     let response = request.send().await.expect("the gateway answers");
     let status = response.status().as_u16();
     (status, response.text().await.unwrap_or_default())
+}
+
+/// A TCP relay in front of a real service (PostgreSQL, say) that a test can take down
+/// and bring back, so the service's clients see an outage: [`Outage::cut`] closes every
+/// relayed connection and refuses new ones (the service died), [`Outage::stall`] accepts
+/// connections and forwards nothing (a network partition), [`Outage::restore`] relays
+/// again. Loopback only; stops on drop.
+pub struct Outage {
+    port: u16,
+    mode: std::sync::Arc<std::sync::atomic::AtomicU8>,
+    live: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+    stopping: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+const RELAY_UP: u8 = 0;
+const RELAY_DOWN: u8 = 1;
+const RELAY_STALLED: u8 = 2;
+
+impl Outage {
+    /// Relays `127.0.0.1:<port>` to `target`.
+    pub fn start(target: std::net::SocketAddr) -> Outage {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let outage = Outage {
+            port: listener.local_addr().unwrap().port(),
+            mode: Default::default(),
+            live: Default::default(),
+            stopping: Default::default(),
+        };
+        let (mode, live, stopping) = (
+            outage.mode.clone(),
+            outage.live.clone(),
+            outage.stopping.clone(),
+        );
+        std::thread::spawn(move || {
+            for incoming in listener.incoming() {
+                if stopping.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(client) = incoming else { continue };
+                match mode.load(Ordering::SeqCst) {
+                    RELAY_DOWN => drop(client),
+                    RELAY_STALLED => live.lock().unwrap().push(client),
+                    _ => {
+                        let Ok(server) = std::net::TcpStream::connect(target) else {
+                            continue;
+                        };
+                        let mut held = live.lock().unwrap();
+                        held.push(client.try_clone().unwrap());
+                        held.push(server.try_clone().unwrap());
+                        for (from, to) in [
+                            (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                            (server, client),
+                        ] {
+                            let mode = mode.clone();
+                            std::thread::spawn(move || relay(from, to, &mode));
+                        }
+                    }
+                }
+            }
+        });
+        outage
+    }
+
+    /// The relay's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The service is gone: every connection closes, new ones are refused at once.
+    pub fn cut(&self) {
+        self.set(RELAY_DOWN);
+    }
+
+    /// The network is partitioned: connections are accepted and nothing goes through.
+    pub fn stall(&self) {
+        self.set(RELAY_STALLED);
+    }
+
+    /// The service is back.
+    pub fn restore(&self) {
+        self.set(RELAY_UP);
+    }
+
+    fn set(&self, mode: u8) {
+        self.mode.store(mode, std::sync::atomic::Ordering::SeqCst);
+        if mode != RELAY_STALLED {
+            for stream in self.live.lock().unwrap().drain(..) {
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+}
+
+/// Copies `from` to `to` until either closes, holding what it read while the relay is
+/// stalled.
+fn relay(
+    mut from: std::net::TcpStream,
+    mut to: std::net::TcpStream,
+    mode: &std::sync::atomic::AtomicU8,
+) {
+    use std::io::{Read, Write};
+    let mut buffer = [0u8; 16 * 1024];
+    while let Ok(n @ 1..) = from.read(&mut buffer) {
+        while mode.load(std::sync::atomic::Ordering::SeqCst) == RELAY_STALLED {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if to.write_all(&buffer[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Both);
+}
+
+impl Drop for Outage {
+    fn drop(&mut self) {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = std::net::TcpStream::connect(("127.0.0.1", self.port));
+        self.set(RELAY_UP);
+    }
 }

@@ -117,6 +117,17 @@ fn denied(message: String) -> CallError {
     CallError::new(ErrorCode::ServiceAccessDenied, message)
 }
 
+/// A registry failure as a call's error: `registry_unavailable` when the database could
+/// not be reached (a retry may work), else `service_unavailable`.
+pub(super) fn registry_failure(e: crate::registry::RegistryError) -> CallError {
+    let code = if e.is_unavailable() {
+        ErrorCode::RegistryUnavailable
+    } else {
+        ErrorCode::ServiceUnavailable
+    };
+    CallError::new(code, e.to_string())
+}
+
 impl Inner {
     /// Whether `agent` holds what grants require for `service`.
     fn granted(&self, agent: &str, service: &str) -> Result<bool, CallError> {
@@ -125,7 +136,7 @@ impl Inner {
             AccessMode::Grants => self
                 .registry
                 .is_granted(agent, service)
-                .map_err(|e| CallError::new(ErrorCode::ServiceUnavailable, e.to_string())),
+                .map_err(registry_failure),
         }
     }
 
@@ -171,7 +182,7 @@ impl Airlock {
             .inner
             .registry
             .grant(agent, service)
-            .map_err(|e| CallError::new(ErrorCode::ServiceUnavailable, e.to_string()))?
+            .map_err(registry_failure)?
         {
             self.inner.emit(Event::GrantsChanged {
                 agent: agent.to_string(),
@@ -188,7 +199,7 @@ impl Airlock {
             .inner
             .registry
             .revoke(agent, service)
-            .map_err(|e| CallError::new(ErrorCode::ServiceUnavailable, e.to_string()))?
+            .map_err(registry_failure)?
         {
             self.inner.emit(Event::GrantsChanged {
                 agent: agent.to_string(),

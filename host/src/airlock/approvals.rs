@@ -171,7 +171,10 @@ impl Inner {
 impl Airlock {
     /// The approvals remembered for `agent` (every agent's with `None`), oldest first.
     pub fn approvals(&self, agent: Option<&str>) -> Result<Vec<ApprovalGrant>, CallError> {
-        self.inner.registry.approvals(agent).map_err(registry_error)
+        self.inner
+            .registry
+            .approvals(agent)
+            .map_err(super::access::registry_failure)
     }
 
     /// Forgets the remembered approval `id`: the next call it covered asks again.
@@ -180,7 +183,7 @@ impl Airlock {
         self.inner
             .registry
             .revoke_approval(id)
-            .map_err(registry_error)
+            .map_err(super::access::registry_failure)
     }
 }
 
@@ -203,11 +206,7 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| CallError::new(ErrorCode::ServiceUnavailable, format!("approvals: {e}")))?
-        .map_err(registry_error)
-}
-
-fn registry_error(e: crate::registry::RegistryError) -> CallError {
-    CallError::new(ErrorCode::ServiceUnavailable, e.to_string())
+        .map_err(super::access::registry_failure)
 }
 
 fn now_ms() -> i64 {

@@ -120,7 +120,7 @@ impl Airlock {
         self.inner
             .registry
             .all_grants()
-            .map_err(|e| CallError::new(ErrorCode::ServiceUnavailable, e.to_string()))
+            .map_err(super::access::registry_failure)
     }
 
     /// Disables `service` until it is enabled again or Airlock restarts (every session

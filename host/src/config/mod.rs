@@ -22,7 +22,7 @@ use serde_json::Value;
 pub use expand::expand_vars;
 pub use source::{Scope, Source, UnknownScope};
 pub use storage::{
-    DEFAULT_REGISTRY_SCHEMA, RegistryLocation, ResultsLocation, S3Location, Storage,
+    DEFAULT_REGISTRY_SCHEMA, RegistryBounds, RegistryLocation, ResultsLocation, S3Location, Storage,
 };
 pub use telemetry::load_telemetry;
 pub use transport::{

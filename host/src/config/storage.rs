@@ -4,6 +4,9 @@
 //! [registry]
 //! url = "postgres://airlock:${PGPASSWORD}@db.internal:5432/airlock"
 //! schema = "airlock"            # optional; one schema per deployment
+//! timeout_secs = 5              # optional: one statement's bound, connecting included
+//! outage_grace_secs = 300       # optional: how long a verified token or grant outlives
+//!                               # an outage (0: not at all)
 //!
 //! [results]
 //! store = "s3://airlock-results/team-a"
@@ -16,6 +19,8 @@
 //! Both default to local: SQLite and the `outputs/` folder in the data directory. A later
 //! file's table replaces an earlier one whole. Values may use `${VAR}`; a value
 //! `secret:NAME` is read from the secret store when the store is opened.
+
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
@@ -73,17 +78,45 @@ pub enum RegistryLocation {
         url: String,
         /// The schema holding Airlock's tables (created when missing).
         schema: String,
+        /// How long a statement may take and what an outage leaves working.
+        bounds: RegistryBounds,
     },
+}
+
+/// How a shared registry is waited for, and what keeps working while it cannot be
+/// reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegistryBounds {
+    /// One statement's bound, connecting included (`timeout_secs`, default 5 s).
+    pub timeout: Duration,
+    /// How long a bearer token or grant the registry confirmed keeps working while the
+    /// registry cannot be reached (`outage_grace_secs`, default 300 s; zero: not at
+    /// all). A token or grant the registry was seen to refuse never does.
+    pub outage_grace: Duration,
+}
+
+impl Default for RegistryBounds {
+    fn default() -> Self {
+        RegistryBounds {
+            timeout: Duration::from_secs(5),
+            outage_grace: Duration::from_secs(300),
+        }
+    }
 }
 
 impl std::fmt::Debug for RegistryLocation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             RegistryLocation::Local => write!(f, "Local"),
-            RegistryLocation::Postgres { url, schema } => f
+            RegistryLocation::Postgres {
+                url,
+                schema,
+                bounds,
+            } => f
                 .debug_struct("Postgres")
                 .field("url", &masked_url(url))
                 .field("schema", schema)
+                .field("bounds", bounds)
                 .finish(),
         }
     }
@@ -156,14 +189,18 @@ pub(super) fn parse_registry(
     let table = table("registry", value)?;
     let mut url = None;
     let mut schema = DEFAULT_REGISTRY_SCHEMA.to_string();
+    let mut bounds = RegistryBounds::default();
     for (key, v) in table {
-        let text = string("registry", key, v, env)?;
         match key.as_str() {
-            "url" => url = Some(text),
-            "schema" => schema = text,
+            "url" => url = Some(string("registry", key, v, env)?),
+            "schema" => schema = string("registry", key, v, env)?,
+            "timeout_secs" => bounds.timeout = seconds("registry", key, v, 0.1..=300.0)?,
+            "outage_grace_secs" => {
+                bounds.outage_grace = seconds("registry", key, v, 0.0..=86_400.0)?
+            }
             other => {
                 return Err(format!(
-                    "unknown key \"registry.{other}\" (expected url, schema)"
+                    "unknown key \"registry.{other}\" (expected url, schema, timeout_secs, outage_grace_secs)"
                 ));
             }
         }
@@ -178,7 +215,32 @@ pub(super) fn parse_registry(
             masked_url(&url)
         ));
     }
-    Ok(RegistryLocation::Postgres { url, schema })
+    Ok(RegistryLocation::Postgres {
+        url,
+        schema,
+        bounds,
+    })
+}
+
+/// A number of seconds within `range`, as a duration.
+fn seconds(
+    table: &str,
+    key: &str,
+    value: &Value,
+    range: std::ops::RangeInclusive<f64>,
+) -> Result<Duration, String> {
+    match value.as_f64() {
+        Some(secs) if range.contains(&secs) => Ok(Duration::from_secs_f64(secs)),
+        Some(secs) => Err(format!(
+            "\"{table}.{key}\" must be between {} and {} seconds, got {secs}",
+            range.start(),
+            range.end()
+        )),
+        None => Err(format!(
+            "\"{table}.{key}\" must be a number of seconds, got {}",
+            kind(value)
+        )),
+    }
 }
 
 /// Parses a `[results]` table, expanding `${VAR}` with `env`.
@@ -253,4 +315,49 @@ pub(super) fn string(
         .as_str()
         .ok_or_else(|| format!("\"{table}.{key}\" must be a string, got {}", kind(value)))?;
     expand_vars(text, env).map_err(|e| format!("\"{table}.{key}\": {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn registry(table: Value) -> Result<RegistryLocation, String> {
+        parse_registry(&table, &|_| None)
+    }
+
+    #[test]
+    fn registry_bounds_are_read_and_default() {
+        let url = "postgres://u:p@127.0.0.1:5432/db";
+        let RegistryLocation::Postgres { bounds, .. } = registry(json!({"url": url})).unwrap()
+        else {
+            panic!("a postgres URL is PostgreSQL")
+        };
+        assert_eq!(bounds, RegistryBounds::default());
+        let RegistryLocation::Postgres { bounds, .. } = registry(json!({
+            "url": url, "timeout_secs": 1.5, "outage_grace_secs": 0
+        }))
+        .unwrap() else {
+            panic!("a postgres URL is PostgreSQL")
+        };
+        assert_eq!(bounds.timeout, Duration::from_millis(1500));
+        assert_eq!(bounds.outage_grace, Duration::ZERO);
+    }
+
+    #[test]
+    fn bad_registry_bounds_name_the_key() {
+        let url = "postgres://u:p@127.0.0.1:5432/db";
+        let e = registry(json!({"url": url, "timeout_secs": 0})).unwrap_err();
+        assert!(
+            e.contains("\"registry.timeout_secs\" must be between 0.1 and 300"),
+            "{e}"
+        );
+        let e = registry(json!({"url": url, "outage_grace_secs": "long"})).unwrap_err();
+        assert!(
+            e.contains("\"registry.outage_grace_secs\" must be a number"),
+            "{e}"
+        );
+        let e = registry(json!({"url": url, "grace": 1})).unwrap_err();
+        assert!(e.contains("timeout_secs, outage_grace_secs"), "{e}");
+    }
 }

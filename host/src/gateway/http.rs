@@ -209,6 +209,18 @@ impl Guard {
                 -32001,
                 "Unauthorized: the bearer token is not valid",
             ))),
+            Err(super::tokens::TokenError::Registry(e)) if e.is_unavailable() => {
+                tracing::warn!("cannot check a bearer token not seen before the outage: {e}");
+                let mut refusal = refuse(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    -32000,
+                    "registry_unavailable: the gateway's registry cannot be reached to check this bearer token; retry shortly",
+                );
+                refusal
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
+                Err(Box::new(refusal))
+            }
             Err(e) => {
                 tracing::error!("cannot check a bearer token: {e}");
                 Err(Box::new(refuse(

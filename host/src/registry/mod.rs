@@ -18,6 +18,7 @@ mod catalogs;
 mod db;
 mod imports;
 mod postgres;
+mod recall;
 mod results;
 mod services;
 mod tasks;
@@ -38,7 +39,7 @@ use std::sync::Mutex;
 use rusqlite::Connection;
 use serde::Serialize;
 
-use crate::config::RegistryLocation;
+use crate::config::{RegistryBounds, RegistryLocation};
 use db::Db;
 
 /// The database file's name inside the data directory.
@@ -159,7 +160,16 @@ pub enum RegistryError {
     /// The SQLite database failed.
     #[error("registry database: {0}")]
     Db(#[from] rusqlite::Error),
-    /// The PostgreSQL database failed or could not be reached.
+    /// The PostgreSQL database cannot be reached: the connection failed or closed, the
+    /// server is shutting down or starting, or no answer came within the timeout.
+    #[error("the registry database {location} cannot be reached: {message}")]
+    Unavailable {
+        /// Where (`postgres://host:port/database (schema)`, never the password).
+        location: String,
+        /// What failed.
+        message: String,
+    },
+    /// The PostgreSQL database refused a statement.
     #[error("registry database {location}: {message}")]
     Postgres {
         /// Where (`postgres://host:port/database (schema)`, never the password).
@@ -185,9 +195,19 @@ pub enum RegistryError {
     },
 }
 
+impl RegistryError {
+    /// Whether the registry could not be reached (a retry later may work), as opposed
+    /// to refusing what was asked.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, RegistryError::Unavailable { .. })
+    }
+}
+
 /// The registry database.
 pub struct Registry {
     db: Db,
+    /// Tokens and grants the database confirmed, for while it cannot be reached.
+    recall: recall::Recall,
 }
 
 impl Registry {
@@ -197,6 +217,7 @@ impl Registry {
         migrate_sqlite(&mut db)?;
         Ok(Registry {
             db: Db::Sqlite(Mutex::new(db)),
+            recall: recall::Recall::new(RegistryBounds::default().outage_grace),
         })
     }
 
@@ -206,8 +227,13 @@ impl Registry {
     pub fn open_at(data_dir: &Path, location: &RegistryLocation) -> Result<Self, RegistryError> {
         match location {
             RegistryLocation::Local => Registry::open(data_dir),
-            RegistryLocation::Postgres { url, schema } => Ok(Registry {
-                db: Db::Postgres(postgres::Postgres::connect(url, schema)?),
+            RegistryLocation::Postgres {
+                url,
+                schema,
+                bounds,
+            } => Ok(Registry {
+                db: Db::Postgres(postgres::Postgres::connect(url, schema, *bounds)?),
+                recall: recall::Recall::new(bounds.outage_grace),
             }),
         }
     }
@@ -292,33 +318,55 @@ impl Registry {
 
     /// Revokes `agent`'s grant of `service`. Returns whether there was one.
     pub fn revoke(&self, agent: &str, service: &str) -> Result<bool, RegistryError> {
+        self.recall.forget_grant(agent, service);
         Ok(self.db.execute(
             "DELETE FROM grants WHERE agent = ?1 AND service = ?2",
             &[agent.into(), service.into()],
         )? > 0)
     }
 
-    /// Whether `agent` holds a grant for `service`.
+    /// Whether `agent` holds a grant for `service`. While the database cannot be
+    /// reached, a grant it confirmed within the outage grace still counts.
     pub fn is_granted(&self, agent: &str, service: &str) -> Result<bool, RegistryError> {
-        Ok(self
-            .db
-            .query_opt(
-                "SELECT 1 FROM grants WHERE agent = ?1 AND service = ?2",
-                &[agent.into(), service.into()],
-            )?
-            .is_some())
+        let asked = self.db.query_opt(
+            "SELECT 1 FROM grants WHERE agent = ?1 AND service = ?2",
+            &[agent.into(), service.into()],
+        );
+        match asked {
+            Ok(row) => {
+                self.recall.grant_seen(agent, service, row.is_some());
+                Ok(row.is_some())
+            }
+            Err(e) if e.is_unavailable() && self.recall.granted(agent, service) => {
+                tracing::debug!(agent, service, "grant recalled while {e}");
+                Ok(true)
+            }
+            Err(e) => Err(e),
+        }
     }
 
-    /// The services granted to `agent`, in name order.
+    /// The services granted to `agent`, in name order. While the database cannot be
+    /// reached, the list it gave within the outage grace.
     pub fn grants(&self, agent: &str) -> Result<Vec<String>, RegistryError> {
-        self.db
+        let asked = self
+            .db
             .query(
                 "SELECT service FROM grants WHERE agent = ?1 ORDER BY service",
                 &[agent.into()],
-            )?
-            .iter()
-            .map(|row| row.text(0))
-            .collect()
+            )
+            .and_then(|rows| {
+                rows.iter()
+                    .map(|row| row.text(0))
+                    .collect::<Result<Vec<_>, _>>()
+            });
+        match asked {
+            Ok(services) => {
+                self.recall.grants_seen(agent, &services);
+                Ok(services)
+            }
+            Err(e) if e.is_unavailable() => self.recall.grants(agent).ok_or(e),
+            Err(e) => Err(e),
+        }
     }
 
     /// Every grant, as (agent, service) pairs in agent then service order.

@@ -1,15 +1,23 @@
 //! The registry in PostgreSQL (`[registry] url = "postgres://…"`): the same tables and
 //! the same versioned migrations as the embedded SQLite database, in one schema of a
 //! database every host of a deployment shares. A grant revoked on one host is refused on
-//! the next call through any other; nothing is cached.
+//! the next call through any other that reaches the database.
 //!
 //! The connections run on the storage runtime ([`crate::storage`]). Single statements go
 //! over one shared connection (tokio-postgres pipelines concurrent queries on it);
-//! transactions take a second connection of their own. A connection that dropped is
-//! made again on the next use. TLS follows the URL's `sslmode` (native-tls).
+//! transactions take a second connection of their own. TLS follows the URL's `sslmode`
+//! (native-tls).
+//!
+//! An outage is bounded: every statement, connecting included, gives up after the
+//! configured timeout with [`RegistryError::Unavailable`]; a connection that failed is
+//! dropped and made again on the next use; a read that failed on a connection that
+//! turned out dead is sent once more on a new one (a restarted server). After a failure
+//! the database is not tried again for a short, growing pause (100 ms doubling to 2 s),
+//! so a stalled server costs each caller at most one timeout, not one per statement.
 
 use std::str::FromStr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use tokio::sync::Mutex;
@@ -18,7 +26,13 @@ use tokio_postgres::{Client, Config};
 
 use super::RegistryError;
 use super::db::{Cell, Param, Row, Statement};
+use crate::config::RegistryBounds;
 use crate::storage;
+
+/// The first pause after a failure before the database is tried again.
+const FIRST_PAUSE: Duration = Duration::from_millis(100);
+/// The longest pause between tries while the database cannot be reached.
+const LONGEST_PAUSE: Duration = Duration::from_secs(2);
 
 /// Migrations, in the same order and with the same meaning as the SQLite ones; the
 /// table `airlock_migrations` records how many ran.
@@ -139,6 +153,54 @@ pub(crate) struct Postgres {
     state: Arc<State>,
     /// `host:port/database (schema)`, for messages: never the password.
     location: String,
+    bounds: RegistryBounds,
+    outage: std::sync::Mutex<Outage>,
+}
+
+/// What the last failures to reach the database were, and when to try again.
+#[derive(Default)]
+struct Outage {
+    /// Not tried again before this instant.
+    pause_until: Option<Instant>,
+    /// The pause after the next failure.
+    next_pause: Duration,
+    /// Why the last try failed.
+    reason: String,
+}
+
+/// Why a job on the storage runtime failed.
+enum Failure {
+    /// The database answered with an error, or the connection failed.
+    Postgres(tokio_postgres::Error),
+    /// The job did not finish within the timeout.
+    TimedOut(Duration),
+}
+
+impl From<tokio_postgres::Error> for Failure {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Failure::Postgres(e)
+    }
+}
+
+/// Whether `e` says the database cannot be reached (as opposed to refusing one
+/// statement): the connection failed or closed, or the server is shutting down,
+/// starting up or out of connections.
+fn unreachable(e: &tokio_postgres::Error) -> bool {
+    if let Some(db) = e.as_db_error() {
+        let code = db.code().code();
+        return code.starts_with("08") || code.starts_with("57P") || code == "53300";
+    }
+    if e.is_closed() {
+        return true;
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.is::<std::io::Error>() {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// What the jobs on the storage runtime share.
@@ -244,12 +306,19 @@ fn decode(row: &tokio_postgres::Row) -> Result<Row, tokio_postgres::Error> {
 impl Postgres {
     /// Connects to `url`, creates `schema` when it is missing, and runs the migrations
     /// (one host at a time: an advisory lock serializes hosts starting together).
-    pub(super) fn connect(url: &str, schema: &str) -> Result<Postgres, RegistryError> {
-        let config = Config::from_str(url).map_err(|e| {
+    pub(super) fn connect(
+        url: &str,
+        schema: &str,
+        bounds: RegistryBounds,
+    ) -> Result<Postgres, RegistryError> {
+        let mut config = Config::from_str(url).map_err(|e| {
             RegistryError::Config(format!(
                 "[registry] url is not a PostgreSQL connection URL: {e}"
             ))
         })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(bounds.timeout);
+        }
         if schema.is_empty()
             || schema.len() > 63
             || !schema
@@ -269,6 +338,8 @@ impl Postgres {
                 transactions: Mutex::new(None),
             }),
             location,
+            bounds,
+            outage: Default::default(),
         };
         pg.migrate()?;
         Ok(pg)
@@ -280,6 +351,7 @@ impl Postgres {
     }
 
     fn error(&self, e: tokio_postgres::Error) -> RegistryError {
+        let unavailable = unreachable(&e);
         let message = match e.as_db_error() {
             Some(db) => match db.detail() {
                 Some(detail) => format!("{} ({detail})", db.message()),
@@ -296,10 +368,104 @@ impl Postgres {
                 message
             }
         };
+        if unavailable {
+            return RegistryError::Unavailable {
+                location: self.location.clone(),
+                message,
+            };
+        }
         RegistryError::Postgres {
             location: self.location.clone(),
             message,
         }
+    }
+
+    /// Runs `job` on the storage runtime within the timeout. Refused at once while the
+    /// database is paused after a failure; a failure to reach it drops the connections
+    /// and starts (or lengthens) the pause; `retry` sends the job once more on a new
+    /// connection when the first try found the connection dead.
+    fn run<T, F, Fut>(&self, retry: bool, job: F) -> Result<T, RegistryError>
+    where
+        T: Send + 'static,
+        F: Fn(Arc<State>) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<T, tokio_postgres::Error>> + Send,
+    {
+        if let Some(refusal) = self.paused() {
+            return Err(refusal);
+        }
+        let (state, timeout) = (self.state.clone(), self.bounds.timeout);
+        let outcome = storage::wait(async move {
+            let attempt = async {
+                match job(state.clone()).await {
+                    Err(e) if retry && unreachable(&e) => {
+                        state.forget_connections().await;
+                        job(state.clone()).await
+                    }
+                    done => done,
+                }
+            };
+            let outcome = match tokio::time::timeout(timeout, attempt).await {
+                Ok(done) => done.map_err(Failure::from),
+                Err(_) => Err(Failure::TimedOut(timeout)),
+            };
+            if let Err(failure) = &outcome
+                && !matches!(failure, Failure::Postgres(e) if !unreachable(e))
+            {
+                state.forget_connections().await;
+            }
+            outcome
+        });
+        let error = match outcome {
+            Ok(value) => {
+                self.reached();
+                return Ok(value);
+            }
+            Err(Failure::Postgres(e)) => self.error(e),
+            Err(Failure::TimedOut(after)) => RegistryError::Unavailable {
+                location: self.location.clone(),
+                message: format!("no answer within {} s", after.as_secs_f64()),
+            },
+        };
+        if let RegistryError::Unavailable { message, .. } = &error {
+            self.unreached(message);
+        }
+        Err(error)
+    }
+
+    /// The refusal while the database is paused after a failure.
+    fn paused(&self) -> Option<RegistryError> {
+        let outage = self.outage.lock().unwrap_or_else(|e| e.into_inner());
+        let until = outage.pause_until?;
+        let left = until.checked_duration_since(Instant::now())?;
+        Some(RegistryError::Unavailable {
+            location: self.location.clone(),
+            message: format!(
+                "{} (tried again in {} ms)",
+                outage.reason,
+                left.as_millis().max(1)
+            ),
+        })
+    }
+
+    /// The database answered: the outage, if any, is over.
+    fn reached(&self) {
+        let mut outage = self.outage.lock().unwrap_or_else(|e| e.into_inner());
+        if outage.pause_until.take().is_some() {
+            tracing::info!("registry {}: reachable again", self.location);
+        }
+        outage.next_pause = FIRST_PAUSE;
+    }
+
+    /// The database could not be reached: pause before the next try.
+    fn unreached(&self, reason: &str) {
+        let mut outage = self.outage.lock().unwrap_or_else(|e| e.into_inner());
+        if outage.pause_until.is_none() {
+            tracing::warn!("registry {}: cannot be reached: {reason}", self.location);
+        }
+        let pause = outage.next_pause.max(FIRST_PAUSE);
+        outage.pause_until = Some(Instant::now() + pause);
+        outage.next_pause = (pause * 2).min(LONGEST_PAUSE);
+        outage.reason = reason.to_string();
     }
 
     fn migrate(&self) -> Result<(), RegistryError> {
@@ -341,47 +507,60 @@ impl Postgres {
 
     /// Runs a statement; returns how many rows it changed.
     pub(super) fn execute(&self, sql: &str, params: &[Param<'_>]) -> Result<u64, RegistryError> {
-        let (state, sql, values) = (self.state.clone(), dialect(sql), owned(params));
-        storage::wait(async move {
-            let client = state.shared().await?;
-            client.execute(&sql, &refs(&values)).await
+        let (sql, values) = (Arc::new(dialect(sql)), Arc::new(owned(params)));
+        self.run(false, move |state| {
+            let (sql, values) = (sql.clone(), values.clone());
+            async move {
+                let client = state.shared().await?;
+                client.execute(sql.as_str(), &refs(&values)).await
+            }
         })
-        .map_err(|e| self.error(e))
     }
 
     /// Runs a query; returns every row.
+    /// A `SELECT` is sent again once when its connection turned out dead; anything
+    /// else (a `DELETE … RETURNING`) is not, since it may have taken effect.
     pub(super) fn query(&self, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, RegistryError> {
-        let (state, sql, values) = (self.state.clone(), dialect(sql), owned(params));
-        storage::wait(async move {
-            let client = state.shared().await?;
-            let rows = client.query(&sql, &refs(&values)).await?;
-            rows.iter().map(decode).collect::<Result<Vec<_>, _>>()
+        let retry = sql
+            .trim_start()
+            .get(..6)
+            .is_some_and(|w| w.eq_ignore_ascii_case("select"));
+        let (sql, values) = (Arc::new(dialect(sql)), Arc::new(owned(params)));
+        self.run(retry, move |state| {
+            let (sql, values) = (sql.clone(), values.clone());
+            async move {
+                let client = state.shared().await?;
+                let rows = client.query(sql.as_str(), &refs(&values)).await?;
+                rows.iter().map(decode).collect::<Result<Vec<_>, _>>()
+            }
         })
-        .map_err(|e| self.error(e))
     }
 
     /// Runs statements in one transaction, on the transaction connection.
     pub(super) fn transaction(&self, statements: &[Statement<'_>]) -> Result<(), RegistryError> {
-        let state = self.state.clone();
-        let statements: Vec<(String, Vec<Value>)> = statements
-            .iter()
-            .map(|(sql, params)| (dialect(sql), owned(params)))
-            .collect();
-        storage::wait(async move {
-            let mut slot = state.transactions.lock().await;
-            if slot.as_ref().is_none_or(Client::is_closed) {
-                *slot = Some(state.open().await?);
+        let statements: Arc<Vec<(String, Vec<Value>)>> = Arc::new(
+            statements
+                .iter()
+                .map(|(sql, params)| (dialect(sql), owned(params)))
+                .collect(),
+        );
+        self.run(false, move |state| {
+            let statements = statements.clone();
+            async move {
+                let mut slot = state.transactions.lock().await;
+                if slot.as_ref().is_none_or(Client::is_closed) {
+                    *slot = Some(state.open().await?);
+                }
+                let client = slot
+                    .as_mut()
+                    .expect("a transaction connection was just made");
+                let tx = client.transaction().await?;
+                for (sql, values) in statements.iter() {
+                    tx.execute(sql, &refs(values)).await?;
+                }
+                tx.commit().await
             }
-            let client = slot
-                .as_mut()
-                .expect("a transaction connection was just made");
-            let tx = client.transaction().await?;
-            for (sql, values) in &statements {
-                tx.execute(sql, &refs(values)).await?;
-            }
-            tx.commit().await
         })
-        .map_err(|e| self.error(e))
     }
 }
 
@@ -402,6 +581,12 @@ impl State {
             .batch_execute(&format!("SET search_path TO \"{}\"", self.schema))
             .await?;
         Ok(client)
+    }
+
+    /// Drops both connections: the next statement makes a new one.
+    async fn forget_connections(&self) {
+        self.shared.lock().await.take();
+        self.transactions.lock().await.take();
     }
 
     /// The shared connection, made again when it dropped.

@@ -329,6 +329,7 @@ impl Registry {
                 name,
             ),
         ])?;
+        self.recall.forget_service(&key.name);
         Ok(true)
     }
 }

@@ -53,22 +53,36 @@ impl Registry {
             .collect()
     }
 
-    /// The token whose value has this fingerprint.
+    /// The token whose value has this fingerprint. While the database cannot be
+    /// reached, a token it confirmed within the outage grace still counts; one it was
+    /// seen not to hold never does.
     pub fn token_by_fingerprint(
         &self,
         fingerprint: &str,
     ) -> Result<Option<TokenRecord>, RegistryError> {
-        self.db
+        let asked = self
+            .db
             .query_opt(
                 &format!("SELECT {TOKEN_COLUMNS} FROM gateway_tokens WHERE fingerprint = ?1"),
                 &params![fingerprint],
-            )?
-            .map(|row| token_from_row(&row))
-            .transpose()
+            )
+            .and_then(|row| row.map(|row| token_from_row(&row)).transpose());
+        match asked {
+            Ok(token) => {
+                self.recall.token_seen(fingerprint, token.as_ref());
+                Ok(token)
+            }
+            Err(e) if e.is_unavailable() => match self.recall.token(fingerprint) {
+                Some(token) => Ok(Some(token)),
+                None => Err(e),
+            },
+            Err(e) => Err(e),
+        }
     }
 
     /// Deletes the token `id`; returns it when it existed.
     pub fn delete_token(&self, id: &str) -> Result<Option<TokenRecord>, RegistryError> {
+        self.recall.forget_token(id);
         self.db
             .query_opt(
                 &format!("DELETE FROM gateway_tokens WHERE id = ?1 RETURNING {TOKEN_COLUMNS}"),

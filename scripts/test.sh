@@ -72,7 +72,7 @@ echo "== the library and gateway suites again, storage: PostgreSQL and S3"
 AIRLOCK_TEST_STORAGE=remote cargo test --locked -p airlock-host \
     --test access --test results --test registry --test gateway --test policy \
     --test sessions --test console --test catalog --test limits --test redaction \
-    --test content --test cli --test import --test oauth --test tasks "$@"
+    --test content --test cli --test import --test oauth --test tasks --test upstreams "$@"
 stop_storage
 trap - EXIT
 

@@ -82,6 +82,7 @@ fn storage(c: &mut Criterion) {
         &RegistryLocation::Postgres {
             url: postgres,
             schema: tag,
+            bounds: Default::default(),
         },
     )
     .unwrap();

@@ -32,6 +32,15 @@ pub enum ErrorCode {
     /// The shared registry (PostgreSQL) could not be reached to check what the call
     /// needs; retry shortly. Nothing was sent to the server.
     RegistryUnavailable,
+    /// The service already has `limits.max_concurrent` calls in flight; retry shortly.
+    /// Nothing was sent to the server.
+    Overloaded,
+    /// The service's (or the agent's) `limits` rate is spent; the error says when to
+    /// retry. Nothing was sent to the server.
+    RateLimited,
+    /// The service failed to connect `limits.breaker_failures` times in a row, so Airlock
+    /// stops trying for a cooldown; the error says when it tries again.
+    CircuitOpen,
 }
 
 impl ErrorCode {
@@ -49,6 +58,9 @@ impl ErrorCode {
             ErrorCode::AdapterError => "adapter_error",
             ErrorCode::PolicyDenied => "policy_denied",
             ErrorCode::RegistryUnavailable => "registry_unavailable",
+            ErrorCode::Overloaded => "overloaded",
+            ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::CircuitOpen => "circuit_open",
         }
     }
 }
@@ -67,6 +79,10 @@ pub struct CallError {
     pub code: ErrorCode,
     /// What happened, in words.
     pub message: String,
+    /// When retrying may succeed, for refusals that know (`rate_limited`,
+    /// `circuit_open`, `overloaded`): `retry_after_ms` in `--json` and in the gateway's
+    /// error `_meta`.
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl CallError {
@@ -75,6 +91,13 @@ impl CallError {
         CallError {
             code,
             message: message.into(),
+            retry_after: None,
         }
+    }
+
+    /// The same error, saying when to retry.
+    pub fn retry_after(mut self, wait: std::time::Duration) -> Self {
+        self.retry_after = Some(wait);
+        self
     }
 }

@@ -1,22 +1,21 @@
-//! Tool calls through the data path: catalog lookup, access, the agent's session, the
-//! server, the content plugin, the redaction chain, the results store; and the JSON a
-//! call renders to (`airlock --json call`, the demo).
+//! Tool calls through the data path: catalog lookup, access, policy, the service's
+//! limits, the agent's session, the server, the content plugin, the redaction chain, the
+//! results store. What a call returns is in `output.rs`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use super::{Airlock, DEFAULT_AGENT};
+use super::{Airlock, CallOutput, DEFAULT_AGENT, Redaction};
 use crate::error::{CallError, ErrorCode};
 use crate::events::{CallStatus, Event};
-use crate::plugin::{RedactionMark, convert};
-use crate::results::{self, Retained};
+use crate::plugin::convert;
+use crate::results;
 use crate::session::{AgentClient, CallControl, PerCallAskers, ProgressUpdate, TraceContext};
 use crate::telemetry::{self, stage_done};
 
@@ -68,56 +67,6 @@ impl Default for CallOptions {
             asker: None,
             preview: None,
             request: None,
-        }
-    }
-}
-
-/// A completed call (including one the server marked `isError`).
-#[derive(Debug, Clone, Serialize)]
-pub struct CallOutput {
-    /// The service that ran it.
-    pub service: String,
-    /// The qualified tool name.
-    pub tool: String,
-    /// The server's raw tool name.
-    pub raw_tool: String,
-    /// Whether the server marked the result as an error.
-    pub is_error: bool,
-    /// The retention record.
-    pub retained: Retained,
-    /// The converted, redacted content blocks (MCP JSON).
-    pub content: Vec<Value>,
-    /// The converted, redacted `structuredContent`, if any.
-    pub structured_content: Option<Value>,
-    /// The preview of the full text.
-    pub preview: String,
-    /// Where redactions happened.
-    pub redactions: Vec<Redaction>,
-    /// How long the call took.
-    pub elapsed: Duration,
-    /// Progress notifications seen.
-    pub progress_seen: usize,
-    /// Set when an earlier cancelled call on this session never answered.
-    pub warning: Option<String>,
-}
-
-/// One redaction mark.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Redaction {
-    /// `content[N]`, `structuredContent` or `_meta`.
-    pub location: String,
-    /// `secret:NAME` or `pattern:NAME`.
-    pub rule: String,
-    /// Occurrences replaced.
-    pub count: u32,
-}
-
-impl From<RedactionMark> for Redaction {
-    fn from(m: RedactionMark) -> Self {
-        Redaction {
-            location: m.location,
-            rule: m.rule,
-            count: m.count,
         }
     }
 }
@@ -322,6 +271,9 @@ impl Airlock {
             }
             None => arguments,
         };
+        // The service's limits: a slot among its calls in flight, held to the end, and
+        // the rates' tokens. A refused call never reaches the server.
+        let _permit = service.guard.admit(&options.agent)?;
         let stage = Instant::now();
         let live = inner
             .session(&options.agent, &entry.service)
@@ -396,9 +348,19 @@ impl Airlock {
             reply
         };
         let (reply, progress_seen) = tokio::join!(call.instrument(upstream), forward);
+        // A transport that closed under the call counts toward the breaker; the call is
+        // not sent again (the server may have started it).
         let reply = match reply {
-            Ok(reply) => reply,
-            Err(e) => return Err(inner.redact_error(&entry.service, e).await),
+            Ok(reply) => {
+                service.guard.record_success();
+                reply
+            }
+            Err(e) => {
+                if e.code == ErrorCode::ServiceUnavailable {
+                    service.guard.record_failure();
+                }
+                return Err(inner.redact_error(&entry.service, e).await);
+            }
         };
 
         // Everything CPU-bound about the result — the plugins, its text, digest and
@@ -559,51 +521,4 @@ fn sanitize(name: &str) -> String {
             }
         })
         .collect()
-}
-
-/// The JSON object `airlock --json call` prints for a call's outcome (DESIGN.md's
-/// public surface): `ok`, the service, tool, retention record, converted blocks and the
-/// preview on success; `ok:false` with the error code and message otherwise. A result
-/// the server marked `isError` is `ok:false` with `tool_error` and keeps its content.
-pub fn call_json(outcome: &Result<CallOutput, CallError>) -> Value {
-    match outcome {
-        Ok(out) => {
-            let mut v = json!({
-                "ok": !out.is_error,
-                "service": out.service,
-                "tool": out.tool,
-                "output_id": out.retained.output_id,
-                "size": out.retained.size,
-                "digest": out.retained.digest,
-                "complete": out.retained.complete,
-                "redacted": out.retained.redacted,
-                "redactions": out.redactions,
-                "content": out.content,
-                "text": out.preview,
-            });
-            if let Some(sc) = &out.structured_content {
-                v["structured_content"] = sc.clone();
-            }
-            if let Some(warning) = &out.warning {
-                v["warning"] = json!(warning);
-            }
-            if let Some(reason) = &out.retained.not_retained_reason {
-                v["retained"] = json!(false);
-                v["retention_message"] = json!(reason);
-            }
-            if out.is_error {
-                v["error"] = json!(ErrorCode::ToolError);
-                v["message"] = json!(out.preview);
-            }
-            v
-        }
-        Err(e) => json!({"ok": false, "error": e.code, "message": e.message}),
-    }
-}
-
-impl CallOutput {
-    /// This output as `airlock --json call` prints it (see [`call_json`]).
-    pub fn to_json(&self) -> Value {
-        call_json(&Ok(self.clone()))
-    }
 }

@@ -1,7 +1,9 @@
 //! Resources, resource templates, prompts and completions, per service or aggregated
 //! across services. Every entry point checks access (grants and the embedder's callback)
 //! as calls do; an aggregated listing skips the services the agent may not use.
-//! Everything that comes back from a server passes the egress rule (`egress.rs`).
+//! Everything that comes back from a server passes the egress rule (`egress.rs`). Each
+//! request runs under the service's limits and is retried once when the connection
+//! closed under it (`upstream.rs`).
 
 use serde_json::Value;
 
@@ -120,16 +122,23 @@ impl Airlock {
             });
             let listed = match allowed {
                 Err(e) => Err(e),
-                Ok(()) => match inner.session(agent, &name).await {
-                    // A server that does not offer the capability lists nothing.
-                    Ok(live) if !live.session.server_supports(kind.capability()) => Ok(Vec::new()),
-                    Ok(live) => match kind {
-                        Listing::Resources => live.session.list_resources().await,
-                        Listing::ResourceTemplates => live.session.list_resource_templates().await,
-                        Listing::Prompts => live.session.list_prompts().await,
-                    },
-                    Err(e) => Err(e),
-                },
+                Ok(()) => {
+                    inner
+                        .idempotent(agent, &name, |live| async move {
+                            // A server that does not offer the capability lists nothing.
+                            if !live.session.server_supports(kind.capability()) {
+                                return Ok(Vec::new());
+                            }
+                            match kind {
+                                Listing::Resources => live.session.list_resources().await,
+                                Listing::ResourceTemplates => {
+                                    live.session.list_resource_templates().await
+                                }
+                                Listing::Prompts => live.session.list_prompts().await,
+                            }
+                        })
+                        .await
+                }
             };
             match listed {
                 Ok(items) => {
@@ -164,10 +173,11 @@ impl Airlock {
             service,
             operation: "resources/read",
         })?;
-        let live = inner.session(agent, service).await?;
-        let value = live
-            .session
-            .read_resource(uri, inner.timeout_of(service))
+        let timeout = inner.timeout_of(service);
+        let value = inner
+            .idempotent(agent, service, |live| async move {
+                live.session.read_resource(uri, timeout).await
+            })
             .await;
         let value = match value {
             Ok(value) => value,
@@ -191,12 +201,13 @@ impl Airlock {
             service,
             operation: "resources/subscribe",
         })?;
-        let live = inner.session(agent, service).await?;
-        match live
-            .session
-            .subscribe(uri, subscribe, inner.timeout_of(service))
-            .await
-        {
+        let timeout = inner.timeout_of(service);
+        let outcome = inner
+            .idempotent(agent, service, |live| async move {
+                live.session.subscribe(uri, subscribe, timeout).await
+            })
+            .await;
+        match outcome {
             Ok(()) => Ok(()),
             Err(e) => Err(inner.redact_error(service, e).await),
         }
@@ -222,10 +233,12 @@ impl Airlock {
             service,
             operation: "prompts/get",
         })?;
-        let live = inner.session(agent, service).await?;
-        let value = live
-            .session
-            .get_prompt(name, arguments, inner.timeout_of(service))
+        let timeout = inner.timeout_of(service);
+        let value = inner
+            .idempotent(agent, service, |live| {
+                let arguments = arguments.clone();
+                async move { live.session.get_prompt(name, arguments, timeout).await }
+            })
             .await;
         let value = match value {
             Ok(value) => value,
@@ -248,10 +261,12 @@ impl Airlock {
             service,
             operation: "completion/complete",
         })?;
-        let live = inner.session(agent, service).await?;
-        let value = live
-            .session
-            .complete(params, inner.timeout_of(service))
+        let timeout = inner.timeout_of(service);
+        let value = inner
+            .idempotent(agent, service, |live| {
+                let params = params.clone();
+                async move { live.session.complete(params, timeout).await }
+            })
             .await;
         let value = match value {
             Ok(value) => value,

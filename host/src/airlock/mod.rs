@@ -18,12 +18,14 @@ mod health;
 mod inventory;
 mod listings;
 pub mod meters;
+mod output;
 mod policy;
 mod questions;
 mod reconcile;
 mod report;
 mod sessions;
 mod start;
+mod upstream;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -33,9 +35,10 @@ use tokio::sync::broadcast;
 
 pub use access::{AccessCheck, AccessMode, AccessOptions, AccessRefused, AccessRequest};
 pub use approvals::{Approval, ApprovalRequest, Approver, RememberArguments};
-pub use calls::{CallOptions, CallOutput, CallerRequest, Redaction, call_json};
+pub use calls::{CallOptions, CallerRequest};
 pub use health::{DegradedService, Readiness, ReadinessCheck};
 pub use inventory::{PluginSlot, ServicePlugins, SessionInfo};
+pub use output::{CallOutput, Redaction, call_json};
 pub use questions::URL_ELICITATION;
 pub use reconcile::Reconciled;
 pub use report::{ServiceReport, ServiceStatus, TestReport};
@@ -127,6 +130,8 @@ struct Service {
     health: Mutex<Health>,
     /// Disabled while running (`Airlock::set_enabled`), on top of the config.
     paused: std::sync::atomic::AtomicBool,
+    /// Its `[limits]`: calls in flight, rates and the connection breaker.
+    guard: crate::session::UpstreamGuard,
 }
 
 impl Service {

@@ -6,7 +6,7 @@ use serde::Serialize;
 use super::Inner;
 use crate::config::Source;
 use crate::events::{Event, ServiceState};
-use crate::session::ServerIdentity;
+use crate::session::{GuardReport, ServerIdentity};
 
 /// The state of one configured service.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -82,6 +82,8 @@ pub struct ServiceReport {
     /// The file defining it, or `registry:user` / `registry:project` for services managed
     /// by `airlock servers`.
     pub source: Source,
+    /// Its `[limits]` and how they stand: calls in flight, rates, the breaker.
+    pub limits: GuardReport,
 }
 
 /// What `airlock servers test` found.
@@ -143,6 +145,7 @@ impl Inner {
             },
             server: health.identity.clone(),
             source: service.config.source.clone(),
+            limits: service.guard.report(),
         })
     }
 

@@ -218,6 +218,8 @@ impl Inner {
         {
             return Ok(live);
         }
+        // A service that keeps failing to connect is left alone for a cooldown.
+        let attempt = service.guard.connect()?;
         let opened = self
             .pool
             .acquire(agent, service_name, || async {
@@ -279,6 +281,7 @@ impl Inner {
             .await;
         let outcome = match opened {
             Ok(live) => {
+                attempt.succeeded();
                 let mut health = service.health();
                 health.failed = None;
                 health.identity = Some(live.session.identity().clone());
@@ -291,6 +294,7 @@ impl Inner {
                 ));
             }
             Err(AcquireError::Open(reason)) => {
+                attempt.failed();
                 service.health().failed = Some(reason.clone());
                 Err(unavailable(format!(
                     "cannot connect to service \"{service_name}\": {reason}"

@@ -270,6 +270,7 @@ impl Service {
             secrets: RwLock::new(secrets),
             health: Mutex::new(health),
             paused: Default::default(),
+            guard: crate::session::UpstreamGuard::new(name, server.limits),
         }
     }
 }

@@ -167,7 +167,15 @@ pub fn status(as_json: bool, status: &[ServiceReport]) {
                 format!("  ({who}, MCP {})", i.protocol_version)
             })
             .unwrap_or_default();
-        println!("{:<20} {state}{server}", s.service);
+        let breaker = match s.limits.retry_in_ms {
+            Some(ms) if s.limits.breaker == "open" => format!(
+                "  [breaker open after {} failures; next try in {:.1} s]",
+                s.limits.failures,
+                ms as f64 / 1000.0
+            ),
+            _ => String::new(),
+        };
+        println!("{:<20} {state}{server}{breaker}", s.service);
     }
 }
 

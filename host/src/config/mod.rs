@@ -7,6 +7,7 @@
 mod adapters;
 mod auth_table;
 mod expand;
+mod limits;
 mod parse;
 mod source;
 mod storage;
@@ -20,6 +21,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use expand::expand_vars;
+pub use limits::{CallLimits, LimitsTable, Rate};
 pub use source::{Scope, Source, UnknownScope};
 pub use storage::{
     DEFAULT_REGISTRY_SCHEMA, RegistryBounds, RegistryLocation, ResultsLocation, S3Location, Storage,
@@ -241,6 +243,8 @@ pub struct ServerConfig {
     /// store, an env reference an import could not resolve…). A service with repair
     /// reasons is reported failed and never launched.
     pub repair: Vec<String>,
+    /// How hard clients may press on it (from the `[limits]` tables).
+    pub limits: CallLimits,
 }
 
 impl ServerConfig {
@@ -389,6 +393,8 @@ pub struct Config {
     pub sandbox: SandboxLimits,
     /// Where the registry and retained results live (`[registry]`, `[results]`).
     pub storage: Storage,
+    /// The merged `[limits]` tables (already applied to each of `servers`).
+    pub limits: LimitsTable,
     /// The files that were read, in order.
     pub files: Vec<PathBuf>,
     /// Every source that defined each server, in the order they were merged (the last
@@ -502,6 +508,9 @@ impl Config {
             if let Some(limits) = document.sandbox {
                 config.sandbox = limits;
             }
+            if let Some(limits) = &document.limits {
+                config.limits.overlay(limits);
+            }
             document.apply_storage(&file, &mut config.storage, env)?;
             for (name, value) in document.servers {
                 config
@@ -522,6 +531,7 @@ impl Config {
             };
             config.servers.insert(name, server);
         }
+        config.apply_limits();
         Ok(config)
     }
 
@@ -553,7 +563,27 @@ impl Config {
             let server = parse::parse_server(&name, &Source::File(file.into()), &value, env)?;
             config.servers.insert(name, server);
         }
+        if let Some(limits) = &document.limits {
+            config.limits.overlay(limits);
+        }
+        config.apply_limits();
         Ok(config)
+    }
+
+    /// Sets each server's limits from the merged `[limits]` tables. A table naming no
+    /// configured server is kept (the server may come back) and warned about: it is
+    /// most likely a typo.
+    fn apply_limits(&mut self) {
+        for (name, server) in &mut self.servers {
+            server.limits = self.limits.for_service(name);
+        }
+        for name in self.limits.named_services() {
+            if !self.servers.contains_key(name) {
+                tracing::warn!(
+                    "[limits.services.{name}] names no configured server; its limits apply to none"
+                );
+            }
+        }
     }
 }
 

@@ -23,6 +23,8 @@ pub(super) struct Document {
     pub results: Option<Value>,
     /// The `[telemetry]` table, unexpanded.
     pub telemetry: Option<Value>,
+    /// The `[limits]` table.
+    pub limits: Option<super::LimitsTable>,
 }
 
 /// Each file of `sources` that exists (an explicit `--config` file must), parsed, in
@@ -135,6 +137,7 @@ pub(super) fn parse_document(file: &Path, text: &str) -> Result<Document, Config
     };
     let mut servers = Vec::new();
     let (mut sandbox, mut registry, mut results, mut telemetry) = (None, None, None, None);
+    let mut limits = None;
     for (key, value) in root {
         match key.as_str() {
             "mcp_servers" | "mcpServers" | "servers" => {
@@ -150,9 +153,10 @@ pub(super) fn parse_document(file: &Path, text: &str) -> Result<Document, Config
             "registry" => registry = Some(value),
             "results" => results = Some(value),
             "telemetry" => telemetry = Some(value),
+            "limits" => limits = Some(super::LimitsTable::parse(&value).map_err(file_err)?),
             other => {
                 return Err(file_err(format!(
-                    "unknown top-level key \"{other}\" (expected \"mcp_servers\", \"sandbox\", \"registry\", \"results\" or \"telemetry\")"
+                    "unknown top-level key \"{other}\" (expected \"mcp_servers\", \"sandbox\", \"registry\", \"results\", \"telemetry\" or \"limits\")"
                 )));
             }
         }
@@ -163,6 +167,7 @@ pub(super) fn parse_document(file: &Path, text: &str) -> Result<Document, Config
         registry,
         results,
         telemetry,
+        limits,
     })
 }
 
@@ -463,6 +468,7 @@ impl ServerEntry {
             adapters,
             adapter_config,
             repair: Vec::new(),
+            limits: Default::default(),
             referenced_secrets: referenced.take().into_iter().collect::<KnownSecrets>(),
         })
     }

@@ -92,18 +92,25 @@ fn typed(value: Value, what: &str) -> CallToolResult {
 /// A refusal or failure of Airlock's (or a server's JSON-RPC error) as a tool error
 /// carrying the code.
 pub fn from_error(e: &CallError) -> CallToolResult {
-    let value = json!({
+    let mut value = json!({
         "content": [{"type": "text", "text": format!("{}: {}", e.code, e.message)}],
         "isError": true,
         "_meta": {"error": e.code, "message": e.message},
     });
+    if let Some(wait) = e.retry_after {
+        value["_meta"]["retry_after_ms"] = json!(wait.as_millis() as u64);
+    }
     typed(value, "an error result")
 }
 
 /// A library error as a JSON-RPC error (for methods other than `tools/call`, whose
 /// refusals are tool errors): the code travels in `data`.
 pub fn rpc_error(e: CallError) -> rmcp::ErrorData {
-    let data = Some(json!({"error": e.code}));
+    let mut data = json!({"error": e.code});
+    if let Some(wait) = e.retry_after {
+        data["retry_after_ms"] = json!(wait.as_millis() as u64);
+    }
+    let data = Some(data);
     match e.code {
         crate::ErrorCode::InvalidArguments | crate::ErrorCode::UnknownTool => {
             rmcp::ErrorData::invalid_params(e.message, data)

@@ -2,7 +2,7 @@
 content blocks of unknown future types, an unsupported protocol version, a server that
 never answers the handshake, garbage on stdout, and precise control over cancellation.
 
-Usage: raw_server.py [normal|bad-version|hang|garbage|many-tools|huge-catalog]
+Usage: raw_server.py [normal|bad-version|hang|garbage|many-tools|huge-catalog|flaky]
 Every message received is appended (one JSON per line) to $RAW_LOG when it is set.
 
 Tools: `exotic` (blocks of unknown types), `slow` (answers only when cancelled, with an
@@ -13,7 +13,8 @@ error, so the client sees the cancelled request answered), `stuck` (never answer
 holds $SERVICE_TOKEN), `bad_utf8` (a response line that is not
 UTF-8), `oversize` (a result of $RAW_OVERSIZE bytes, default 40 MiB).
 `many-tools` lists 10,001 tools; `huge-catalog` lists 100 tools whose descriptions add up
-to over 32 MiB.
+to over 32 MiB. `flaky` also offers resources: its first `resources/list` (while the file
+$RAW_MARK does not exist) creates that file and exits, a later one lists `raw://one`.
 """
 
 import json
@@ -54,9 +55,17 @@ for line in sys.stdin:
             sys.stdout.flush()
         send({"jsonrpc": "2.0", "id": mid, "result": {
             "protocolVersion": version,
-            "capabilities": {"tools": {}},
+            "capabilities": {"tools": {}, "resources": {}} if MODE == "flaky" else {"tools": {}},
             "serverInfo": {"name": "raw-fixture", "version": "0.0.1"},
         }})
+    elif method == "resources/list" and MODE == "flaky":
+        mark = os.environ["RAW_MARK"]
+        if not os.path.exists(mark):
+            open(mark, "w").close()
+            sys.exit(3)
+        send({"jsonrpc": "2.0", "id": mid, "result": {"resources": [
+            {"uri": "raw://one", "name": "one"},
+        ]}})
     elif method == "tools/list" and MODE == "many-tools":
         send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [
             {"name": f"t{i}", "inputSchema": {"type": "object"}} for i in range(10_001)

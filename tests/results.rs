@@ -1,6 +1,9 @@
 //! Retained results: a 5 MiB result kept whole, previewed and paged back exactly (its
 //! digest checked), multibyte text cut on character boundaries, the preview size chosen
 //! per agent, and a result over the retention limit not kept, with the call saying so.
+//! An S3 store that checks signatures (moto with authentication on, a least-privilege
+//! IAM key): the right key keeps and pages outputs, a wrong or unknown key is refused
+//! at start-up, naming the store.
 
 mod support;
 
@@ -8,7 +11,7 @@ use airlock_host::results::{COMPACT_PREVIEW, DEFAULT_PREVIEW, ResultLimits};
 use airlock_host::{Airlock, AirlockOptions, CallOptions, ErrorCode};
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use support::{Workspace, python_fixture_entry};
+use support::{Workspace, free_port, python, python_fixture_entry, python_server, toml_str};
 
 fn digest(bytes: &[u8]) -> String {
     format!(
@@ -155,4 +158,90 @@ async fn a_result_over_the_retention_limit_is_not_kept_and_the_call_says_so() {
         stored < 1 << 20,
         "nothing that size was written ({stored} bytes)"
     );
+}
+
+/// A moto S3 server that checks every request's signature after the four unsigned
+/// set-up requests of `s3_iam.py` (an IAM user allowed only to put and get objects of
+/// bucket `results`, its key, the bucket). Returns the server, its endpoint and the key.
+fn authenticating_s3() -> (support::Background, String, String, String) {
+    let port = free_port();
+    let moto = python().with_file_name("moto_server");
+    let server = support::start_http_server(
+        &moto.display().to_string(),
+        &["-H", "127.0.0.1", "-p", &port.to_string()],
+        &[("INITIAL_NO_AUTH_ACTION_COUNT", "4")],
+        port,
+    );
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let out = std::process::Command::new(python())
+        .arg(python_server("s3_iam.py"))
+        .args([&endpoint, "results"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let key: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = key["access_key_id"].as_str().unwrap().to_string();
+    let secret = key["secret_access_key"].as_str().unwrap().to_string();
+    (server, endpoint, id, secret)
+}
+
+fn s3_results(endpoint: &str, id: &str, secret: &str) -> String {
+    format!(
+        "[results]\nstore = \"s3://results/team-a\"\nendpoint = {}\nregion = \"us-east-1\"\naccess_key_id = {}\nsecret_access_key = {}\n",
+        toml_str(endpoint),
+        toml_str(id),
+        toml_str(secret)
+    )
+}
+
+#[tokio::test]
+async fn s3_credentials_are_checked_at_start_up() {
+    let (_s3, endpoint, id, secret) = authenticating_s3();
+    let fixture = python_fixture_entry("fx", "");
+
+    // The right key: outputs are kept in the bucket and paged back exactly.
+    let ws = Workspace::with_storage(&fixture, &s3_results(&endpoint, &id, &secret));
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    let out = airlock
+        .call("mcp__fx__big_text", json!({"size": 200_000}), None)
+        .await
+        .unwrap();
+    let output_id = out.retained.output_id.clone().expect("kept");
+    let text = read_all(&airlock, "default", "fx", output_id.as_str());
+    assert_eq!(digest(text.as_bytes()), out.retained.digest);
+    let ready = airlock.readiness().await;
+    assert!(ready.ready, "{}", serde_json::to_value(&ready).unwrap());
+
+    // A wrong secret for that key, and a key the server does not know: refused before
+    // any call, with the store named and the server's reason.
+    for (id, secret, reason) in [
+        (id.as_str(), "not-the-secret", "SignatureDoesNotMatch"),
+        (
+            "AKIAUNKNOWNKEY000000",
+            secret.as_str(),
+            "InvalidAccessKeyId",
+        ),
+    ] {
+        let ws = Workspace::with_storage(&fixture, &s3_results(&endpoint, id, secret));
+        let refused = match Airlock::start(ws.load(), ws.options()).await {
+            Ok(_) => panic!("a wrong S3 key was accepted at start-up"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            refused.contains("refused Airlock's credentials"),
+            "{refused}"
+        );
+        assert!(refused.contains("s3://results/team-a"), "{refused}");
+        assert!(refused.contains(reason), "{refused}");
+        assert!(!refused.contains(&*secret), "{refused}");
+        // The CLI says the same and fails.
+        let out = ws.run(&["status"], &[]);
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("refused Airlock's credentials"), "{stderr}");
+    }
 }

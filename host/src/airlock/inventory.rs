@@ -123,8 +123,10 @@ impl Airlock {
             .map_err(super::access::registry_failure)
     }
 
-    /// Disables `service` until it is enabled again or Airlock restarts (every session
-    /// with it closes; its tools are hidden and its calls refused), or enables it again.
+    /// Disables `service` until it is enabled again (every session with it closes; its
+    /// tools are hidden and its calls refused), or enables it again. The change is kept
+    /// in the registry: it outlives a restart, and every host sharing the registry
+    /// follows it ([`Airlock::take_in_changes`]).
     /// A service disabled in its config stays disabled: that is changed with
     /// `airlock servers enable` (or the config file), which a running gateway takes in
     /// through [`Airlock::reconcile`]. Emits
@@ -140,23 +142,35 @@ impl Airlock {
                 ),
             ));
         }
-        svc.paused
-            .store(!enabled, std::sync::atomic::Ordering::Relaxed);
-        if !enabled {
-            for (agent, _) in inner.pool.agents_of(service) {
-                inner.pool.disconnect(&agent, service, "disabled").await;
+        // Recorded in the registry first, so every host sharing it follows
+        // (`take_in_changes`), and a restart keeps it.
+        let name = service.to_string();
+        let registry = inner.registry.clone();
+        tokio::task::spawn_blocking(move || {
+            if enabled {
+                registry.resume(&name)
+            } else {
+                registry.pause(&name)
+            }
+        })
+        .await
+        .map_err(|e| {
+            CallError::new(
+                ErrorCode::ServiceUnavailable,
+                format!("recording the change panicked: {e}"),
+            )
+        })?
+        .map_err(super::access::registry_failure)?;
+        {
+            let mut pauses = inner.pauses.write().expect("pauses poisoned");
+            if enabled {
+                pauses.remove(service);
+            } else {
+                pauses.insert(service.to_string());
             }
         }
-        inner.emit_service_changed(service);
-        // Clients (the gateway's) list tools again: the service's tools came or went.
-        inner.emit(Event::ToolsChanged {
-            service: service.to_string(),
-            tools: if enabled {
-                inner.tool_count(service)
-            } else {
-                0
-            },
-        });
+        drop(svc);
+        inner.apply_pause(service, !enabled).await;
         Ok(())
     }
 

@@ -14,6 +14,7 @@ mod access;
 mod approvals;
 mod calls;
 mod egress;
+mod follow;
 mod health;
 mod inventory;
 mod listings;
@@ -186,6 +187,10 @@ pub(crate) struct Inner {
     log_levels: RwLock<HashMap<String, String>>,
     /// Held while [`Airlock::reconcile`] runs, so reconciles take turns.
     reconciling: tokio::sync::Mutex<()>,
+    /// Services disabled at run time (by any host sharing the registry), as last read.
+    pauses: RwLock<std::collections::BTreeSet<String>>,
+    /// What [`Airlock::take_in_changes`] last saw of the registry.
+    seen: Mutex<follow::Seen>,
 }
 
 /// A running Airlock host. Cheap to clone; clones share everything.

@@ -143,6 +143,10 @@ impl Inner {
         }
         for server in fresh {
             let service = Service::new(server, pipelines.remove(&server.name), &everyone);
+            service.paused.store(
+                self.is_paused(&server.name),
+                std::sync::atomic::Ordering::Relaxed,
+            );
             services.insert(server.name.clone(), Arc::new(service));
         }
     }

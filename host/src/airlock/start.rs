@@ -207,11 +207,29 @@ impl Airlock {
             .values()
             .fold(KnownSecrets::new(), |all, s| all.union(&s.known_secrets()));
         crate::secrets::register_log_secrets(&everyone);
+        // Services an operator disabled at run time stay disabled across restarts. A
+        // registry that cannot be read now leaves them enabled until it can
+        // (`take_in_changes`).
+        let reading = registry.clone();
+        let pauses = match tokio::task::spawn_blocking(move || reading.paused()).await {
+            Ok(Ok(pauses)) => pauses,
+            Ok(Err(e)) => {
+                tracing::warn!("cannot read the services disabled at run time: {e}");
+                Default::default()
+            }
+            Err(e) => {
+                tracing::warn!("reading the services disabled at run time panicked: {e}");
+                Default::default()
+            }
+        };
         let services = config
             .servers
             .iter()
             .map(|(name, server)| {
                 let service = Service::new(server, pipelines.remove(name), &everyone);
+                service
+                    .paused
+                    .store(pauses.contains(name), std::sync::atomic::Ordering::Relaxed);
                 (name.clone(), Arc::new(service))
             })
             .collect();
@@ -234,6 +252,8 @@ impl Airlock {
                 agent_clients: RwLock::new(HashMap::new()),
                 log_levels: RwLock::new(HashMap::new()),
                 reconciling: Default::default(),
+                pauses: RwLock::new(pauses),
+                seen: Default::default(),
             }),
         })
     }

@@ -68,10 +68,11 @@ pub struct ServeArgs {
     /// Seconds an idle HTTP session is kept.
     #[arg(long, default_value_t = 1800)]
     pub session_idle_secs: u64,
-    /// Seconds between looks at the config files and the registry for servers added,
-    /// removed, edited or tested while serving (clients then get `list_changed`); 0
-    /// turns it off.
-    #[arg(long, default_value_t = 2.0, value_parser = reload_secs)]
+    /// Seconds between looks at the config files and the registry's change counters
+    /// for servers added, removed, edited or tested, grants and run-time disables made
+    /// elsewhere while serving (clients then get `list_changed`); 0 turns it off.
+    /// SIGHUP reloads at once.
+    #[arg(long, default_value_t = 0.5, value_parser = reload_secs)]
     pub reload_secs: f64,
     /// Manage the gateway's bearer tokens instead of serving.
     #[command(subcommand)]
@@ -143,12 +144,15 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode, String> {
         .map_err(|e| e.to_string())?;
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
-    if args.reload_secs > 0.0 {
-        let every = Duration::from_secs_f64(args.reload_secs);
+    {
+        // With looks off (0), SIGHUP still reloads.
+        let every = (args.reload_secs > 0.0).then(|| Duration::from_secs_f64(args.reload_secs));
+        let files = sources.files();
         let load = move || servers.load_config(&sources, &process_env);
-        tokio::spawn(reload_services(
+        tokio::spawn(follow_changes(
             airlock.clone(),
             load,
+            files,
             every,
             shutdown.clone(),
         ));
@@ -189,21 +193,69 @@ fn reload_secs(given: &str) -> Result<f64, String> {
     }
 }
 
-/// Takes in servers added, removed, edited or tested while serving: every `every`, the
-/// config is loaded again (config files and registry, on a blocking thread) and the
-/// running services reconciled with it, until `shutdown`. A load that fails (a file
-/// mid-edit, the registry unreachable) keeps the running services; each distinct
-/// reason is logged once.
-async fn reload_services<F>(airlock: Airlock, load: F, every: Duration, shutdown: CancellationToken)
-where
+/// Takes in what changes while serving, until `shutdown`: every `every` (never when
+/// `None`: SIGHUP only), the registry's
+/// change counters are read ([`Airlock::take_in_changes`]: grants and run-time disables
+/// made elsewhere apply at once) and the config files' sizes and times looked at. When
+/// service definitions moved, a file changed, or SIGHUP arrived, the config is loaded
+/// again (files and registry, on a blocking thread) and the running services reconciled
+/// with it. A load that fails (a file mid-edit, the registry unreachable) keeps the
+/// running services and is tried again each look; each distinct reason is logged once.
+async fn follow_changes<F>(
+    airlock: Airlock,
+    load: F,
+    files: Vec<std::path::PathBuf>,
+    every: Option<Duration>,
+    shutdown: CancellationToken,
+) where
     F: Fn() -> Result<Config, crate::servers::ServersError> + Send + Sync + 'static,
 {
+    use tokio::signal::unix::{SignalKind, signal};
     let load = Arc::new(load);
+    let mut hangup = signal(SignalKind::hangup()).ok();
+    let mut stamps = file_stamps(&files).await;
     let mut last_error: Option<String> = None;
+    let mut watch_error: Option<String> = None;
+    // The first look records where the registry stands.
+    let _ = airlock.take_in_changes().await;
     loop {
-        tokio::select! {
+        let hung_up = async {
+            match hangup.as_mut() {
+                Some(hangup) => hangup.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        let tick = async {
+            match every {
+                Some(every) => tokio::time::sleep(every).await,
+                None => std::future::pending().await,
+            }
+        };
+        let forced = tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(every) => {}
+            _ = tick => false,
+            _ = hung_up => {
+                tracing::info!("SIGHUP: loading the config again");
+                true
+            }
+        };
+        let moved = match airlock.take_in_changes().await {
+            Ok(moved) => {
+                watch_error = None;
+                moved
+            }
+            Err(e) => {
+                if watch_error.as_deref() != Some(e.message.as_str()) {
+                    tracing::warn!("cannot read the registry's changes: {}", e.message);
+                    watch_error = Some(e.message);
+                }
+                false
+            }
+        };
+        let now = file_stamps(&files).await;
+        let edited = now != stamps;
+        if !(forced || moved || edited || last_error.is_some()) {
+            continue;
         }
         let loading = load.clone();
         let loaded = match tokio::task::spawn_blocking(move || loading()).await {
@@ -212,6 +264,7 @@ where
         };
         match loaded {
             Ok(config) => {
+                stamps = now;
                 if last_error.take().is_some() {
                     tracing::info!("the config loads again; reloading services");
                 }
@@ -224,6 +277,20 @@ where
             Err(_) => {}
         }
     }
+}
+
+/// Each file's size and modification time (`None` while it does not exist).
+async fn file_stamps(files: &[std::path::PathBuf]) -> Vec<Option<(u64, std::time::SystemTime)>> {
+    let mut stamps = Vec::with_capacity(files.len());
+    for file in files {
+        stamps.push(
+            tokio::fs::metadata(file)
+                .await
+                .ok()
+                .map(|m| (m.len(), m.modified().unwrap_or(std::time::UNIX_EPOCH))),
+        );
+    }
+    stamps
 }
 
 /// Cancels `shutdown` on SIGTERM or SIGINT.

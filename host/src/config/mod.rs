@@ -414,6 +414,16 @@ pub struct ConfigSources {
 }
 
 impl ConfigSources {
+    /// Every file these sources name, whether it exists now or not.
+    pub fn files(&self) -> Vec<PathBuf> {
+        self.user
+            .iter()
+            .chain(self.project.iter())
+            .chain(self.explicit.iter())
+            .cloned()
+            .collect()
+    }
+
     /// The default places: `$AIRLOCK_CONFIG` or the platform config folder's
     /// `airlock/airlock.toml` for the user, and `./airlock.toml` (or `./airlock.json`) in
     /// `cwd` for the project.

@@ -15,6 +15,7 @@
 mod approvals;
 mod auth_row;
 mod catalogs;
+pub mod changes;
 mod db;
 mod imports;
 mod postgres;
@@ -44,6 +45,36 @@ use db::Db;
 
 /// The database file's name inside the data directory.
 pub const DB_FILE: &str = "registry.db";
+
+/// SQLite triggers that count every write to `table` in the `changes` row of `topic`,
+/// whichever process made it (see [`changes`]).
+macro_rules! bump_on_write {
+    ($table:literal, $topic:literal) => {
+        concat!(
+            "CREATE TRIGGER ",
+            $table,
+            "_inserted AFTER INSERT ON ",
+            $table,
+            " BEGIN UPDATE changes SET generation = generation + 1 WHERE topic = '",
+            $topic,
+            "'; END;\n",
+            "CREATE TRIGGER ",
+            $table,
+            "_updated AFTER UPDATE ON ",
+            $table,
+            " BEGIN UPDATE changes SET generation = generation + 1 WHERE topic = '",
+            $topic,
+            "'; END;\n",
+            "CREATE TRIGGER ",
+            $table,
+            "_deleted AFTER DELETE ON ",
+            $table,
+            " BEGIN UPDATE changes SET generation = generation + 1 WHERE topic = '",
+            $topic,
+            "'; END;\n",
+        )
+    };
+}
 
 /// Migrations, applied in order; `PRAGMA user_version` records how many ran.
 const MIGRATIONS: &[&str] = &[
@@ -152,6 +183,22 @@ const MIGRATIONS: &[&str] = &[
         value   TEXT NOT NULL,
         PRIMARY KEY (task_id, key)
     );",
+    concat!(
+        "CREATE TABLE changes (
+            topic      TEXT PRIMARY KEY NOT NULL,
+            generation INTEGER NOT NULL DEFAULT 0
+        );
+        INSERT INTO changes (topic) VALUES ('services'), ('grants'), ('pauses');
+        CREATE TABLE service_pauses (
+            service    TEXT PRIMARY KEY NOT NULL,
+            created_at INTEGER NOT NULL DEFAULT (unixepoch())
+        );",
+        bump_on_write!("services", "services"),
+        bump_on_write!("catalogs", "services"),
+        bump_on_write!("namespaces", "services"),
+        bump_on_write!("grants", "grants"),
+        bump_on_write!("service_pauses", "pauses"),
+    ),
 ];
 
 /// A registry error.

@@ -146,6 +146,33 @@ const MIGRATIONS: &[&str] = &[
         value   TEXT NOT NULL,
         PRIMARY KEY (task_id, key)
     );",
+    // Every write to these tables, by any replica or CLI, is counted in `changes` (one
+    // statement-level trigger each; the function keeps the schema it was made in).
+    "CREATE TABLE changes (
+        topic      TEXT PRIMARY KEY NOT NULL,
+        generation BIGINT NOT NULL DEFAULT 0
+    );
+    INSERT INTO changes (topic) VALUES ('services'), ('grants'), ('pauses');
+    CREATE TABLE service_pauses (
+        service    TEXT PRIMARY KEY NOT NULL,
+        created_at BIGINT NOT NULL DEFAULT CAST(EXTRACT(EPOCH FROM now()) AS BIGINT)
+    );
+    CREATE FUNCTION airlock_count_change() RETURNS trigger LANGUAGE plpgsql
+        SET search_path FROM CURRENT AS $$
+        BEGIN
+            UPDATE changes SET generation = generation + 1 WHERE topic = TG_ARGV[0];
+            RETURN NULL;
+        END $$;
+    CREATE TRIGGER services_changed AFTER INSERT OR UPDATE OR DELETE ON services
+        FOR EACH STATEMENT EXECUTE FUNCTION airlock_count_change('services');
+    CREATE TRIGGER catalogs_changed AFTER INSERT OR UPDATE OR DELETE ON catalogs
+        FOR EACH STATEMENT EXECUTE FUNCTION airlock_count_change('services');
+    CREATE TRIGGER namespaces_changed AFTER INSERT OR UPDATE OR DELETE ON namespaces
+        FOR EACH STATEMENT EXECUTE FUNCTION airlock_count_change('services');
+    CREATE TRIGGER grants_changed AFTER INSERT OR UPDATE OR DELETE ON grants
+        FOR EACH STATEMENT EXECUTE FUNCTION airlock_count_change('grants');
+    CREATE TRIGGER service_pauses_changed AFTER INSERT OR UPDATE OR DELETE ON service_pauses
+        FOR EACH STATEMENT EXECUTE FUNCTION airlock_count_change('pauses');",
 ];
 
 /// A registry in PostgreSQL.

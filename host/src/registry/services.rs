@@ -289,7 +289,8 @@ impl Registry {
     }
 
     /// Deletes a service and, when no scope or project still defines its name, the grants,
-    /// remembered approvals, frozen namespace and tested catalogs kept under that name, in
+    /// remembered approvals, frozen namespace, tested catalogs and run-time disable kept
+    /// under that name, in
     /// one transaction. Returns whether it existed.
     pub fn delete_service(&self, key: &ServiceKey) -> Result<bool, RegistryError> {
         let existed = self
@@ -326,6 +327,10 @@ impl Registry {
             ),
             (
                 &format!("DELETE FROM catalogs WHERE service = ?1 AND {orphaned}"),
+                name.clone(),
+            ),
+            (
+                &format!("DELETE FROM service_pauses WHERE service = ?1 AND {orphaned}"),
                 name,
             ),
         ])?;

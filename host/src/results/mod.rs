@@ -198,7 +198,10 @@ impl ResultStore {
     }
 
     /// Opens the store `location` names: the data directory's `outputs/` folder, or an
-    /// S3 bucket (`secret_access_key` is the resolved value of its secret key).
+    /// S3 bucket (`secret_access_key` is the resolved value of its secret key). Blocks:
+    /// a bucket is checked by putting and reading back a small probe object, and one
+    /// that refuses the credentials is an error (`PermissionDenied`) naming the store;
+    /// one that does not answer within 5 s is logged and opened anyway.
     pub fn open_at(
         data_dir: &Path,
         location: &crate::config::ResultsLocation,
@@ -211,6 +214,20 @@ impl ResultStore {
             crate::config::ResultsLocation::S3(s3) => {
                 let backend =
                     s3::S3Backend::new(s3, secret_access_key).map_err(std::io::Error::other)?;
+                // Credentials the bucket refuses are an error now, not at the first call;
+                // a bucket that does not answer yet is not (readiness reports it).
+                match backend.verify() {
+                    Ok(()) => {}
+                    Err(s3::Unverified::Refused(why)) => {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::PermissionDenied,
+                            why,
+                        ));
+                    }
+                    Err(s3::Unverified::Unreachable(why)) => {
+                        tracing::warn!("{why}; outputs are kept once it answers");
+                    }
+                }
                 Self::with_backend(Arc::new(backend), limits, index)
             }
         }

@@ -25,6 +25,21 @@ const PARALLEL_PUTS: usize = 16;
 /// How long a readiness probe waits for the bucket.
 const PROBE_WITHIN: Duration = Duration::from_secs(2);
 
+/// How long the start-up check waits for the bucket.
+const VERIFY_WITHIN: Duration = Duration::from_secs(5);
+
+/// The key of the probe object: written at start-up, looked at by readiness checks.
+const PROBE_KEY: &str = "airlock-readiness-probe";
+
+/// What the start-up check found wrong.
+#[derive(Debug)]
+pub(crate) enum Unverified {
+    /// The bucket answered, and refused Airlock's credentials: fatal, with the reason.
+    Refused(String),
+    /// The bucket did not answer (down, stalled, unreachable): worth a warning only.
+    Unreachable(String),
+}
+
 /// An S3 bucket and key prefix.
 pub(crate) struct S3Backend {
     store: Arc<AmazonS3>,
@@ -36,7 +51,7 @@ pub(crate) struct S3Backend {
 impl S3Backend {
     /// Connects to the bucket `location` names; `secret_access_key` is the resolved
     /// value (the location may name a secret-store entry instead). Nothing is sent
-    /// until the first request.
+    /// until [`S3Backend::verify`] or the first request.
     pub fn new(
         location: &S3Location,
         secret_access_key: Option<String>,
@@ -78,6 +93,48 @@ impl S3Backend {
             store: Arc::new(store),
             prefix,
             location: described,
+        })
+    }
+
+    /// The probe object's path under the prefix.
+    fn probe_path(&self) -> Path {
+        if self.prefix.is_empty() {
+            Path::from(PROBE_KEY)
+        } else {
+            Path::from(format!("{}/{PROBE_KEY}", self.prefix))
+        }
+    }
+
+    /// Checks at start-up that the bucket takes Airlock's credentials, the way the
+    /// store will use them: the probe object is put, then read back. A put needs only
+    /// what retention needs (no listing, no delete), so a least-privilege key passes.
+    /// A wrong key, an unknown key or a missing permission is [`Unverified::Refused`]
+    /// with the store's own words; no answer is [`Unverified::Unreachable`].
+    pub fn verify(&self) -> Result<(), Unverified> {
+        let (store, path) = (self.store.clone(), self.probe_path());
+        let location = self.location.clone();
+        storage::wait(async move {
+            let check = async {
+                store
+                    .put(&path, PutPayload::from_static(b"airlock"))
+                    .await?;
+                store.head(&path).await.map(|_| ())
+            };
+            match tokio::time::timeout(VERIFY_WITHIN, check).await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(
+                    e @ (object_store::Error::PermissionDenied { .. }
+                    | object_store::Error::Unauthenticated { .. }),
+                )) => Err(Unverified::Refused(format!(
+                    "[results] store {location} refused Airlock's credentials (check access_key_id and secret_access_key, and that the key may put and get objects under the prefix): {e}"
+                ))),
+                Ok(Err(e)) => Err(Unverified::Unreachable(format!(
+                    "[results] store {location} could not be checked at start-up: {e}"
+                ))),
+                Err(_) => Err(Unverified::Unreachable(format!(
+                    "[results] store {location} did not answer within {VERIFY_WITHIN:?} at start-up"
+                ))),
+            }
         })
     }
 
@@ -158,13 +215,9 @@ impl Backend for S3Backend {
     }
 
     fn reachable(&self) -> std::io::Result<()> {
-        // A HEAD of a key nobody writes: "not found" is an answer from the bucket.
-        let key = "airlock-readiness-probe";
-        let path = if self.prefix.is_empty() {
-            Path::from(key)
-        } else {
-            Path::from(format!("{}/{key}", self.prefix))
-        };
+        // A HEAD of the probe object written at start-up; "not found" (it was removed
+        // since) is an answer from the bucket too.
+        let path = self.probe_path();
         let store = self.store.clone();
         storage::wait(async move {
             let probe = tokio::time::timeout(PROBE_WITHIN, store.head(&path));

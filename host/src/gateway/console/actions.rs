@@ -74,9 +74,10 @@ pub(super) async fn service(
             .set_enabled(&name, true)
             .await
             .map(|()| format!("enabled \"{name}\"")),
-        "disable" => airlock.set_enabled(&name, false).await.map(|()| {
-            format!("disabled \"{name}\" until it is enabled again or the gateway restarts")
-        }),
+        "disable" => airlock
+            .set_enabled(&name, false)
+            .await
+            .map(|()| format!("disabled \"{name}\" on every replica until it is enabled again")),
         other => {
             return Err(unknown(
                 StatusCode::NOT_FOUND,

@@ -245,3 +245,54 @@ async fn s3_credentials_are_checked_at_start_up() {
         assert!(stderr.contains("refused Airlock's credentials"), "{stderr}");
     }
 }
+
+/// The results index is mended against the store: an output kept without its row (a
+/// crash between the two) is indexed again, and a row naming an output the store no
+/// longer holds is removed; a second pass finds nothing to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_index_is_mended_against_the_store() {
+    let ws = Workspace::new(&python_fixture_entry("fx", ""));
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    let mut ids = Vec::new();
+    // A small output (a row of the small-outputs database, locally) and a large one.
+    for size in [100, 200_000] {
+        let out = airlock
+            .call("mcp__fx__big_text", json!({"size": size}), None)
+            .await
+            .unwrap();
+        ids.push(out.retained.output_id.clone().unwrap().as_str().to_string());
+    }
+    airlock.close().await;
+    let count = |sql: &str| tokio::task::block_in_place(|| ws.registry_count(sql));
+    assert_eq!(count("SELECT count(*) FROM results"), 2);
+
+    let ghost = "f".repeat(32);
+    tokio::task::block_in_place(|| {
+        ws.registry_sql(&format!(
+            "DELETE FROM results WHERE output_id = '{}'",
+            ids[1]
+        ));
+        ws.registry_sql(&format!(
+            "INSERT INTO results (output_id, service, agent, size, digest, complete, redacted)
+             VALUES ('{ghost}', 'fx', 'default', 1, 'sha256:00', TRUE, FALSE)"
+        ));
+    });
+
+    let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
+    let done = airlock.reindex_results().await.unwrap();
+    assert_eq!((done.stored, done.indexed), (2, 2), "{done:?}");
+    assert_eq!((done.added, done.removed), (1, 1), "{done:?}");
+    assert_eq!(done.unattributed + done.unreadable, 0, "{done:?}");
+    let mut listed: Vec<String> = tokio::task::block_in_place(|| ws.registry())
+        .results("fx", "default")
+        .unwrap()
+        .into_iter()
+        .map(|e| e.output_id)
+        .collect();
+    listed.sort();
+    ids.sort();
+    assert_eq!(listed, ids);
+    let again = airlock.reindex_results().await.unwrap();
+    assert_eq!((again.added, again.removed), (0, 0), "{again:?}");
+    airlock.close().await;
+}

@@ -47,8 +47,8 @@ pub use airlock::{
     AccessCheck, AccessMode, AccessOptions, AccessRefused, AccessRequest, Airlock, AirlockOptions,
     Approval, ApprovalRequest, Approver, CallOptions, CallOutput, CallerRequest, DEFAULT_AGENT,
     DEFAULT_MAX_SESSIONS, DegradedService, PluginSlot, Readiness, ReadinessCheck, Reconciled,
-    Redaction, RememberArguments, ServicePlugins, ServiceReport, ServiceStatus, SessionInfo,
-    StartError, TestReport, URL_ELICITATION, call_json,
+    Redaction, Reindexed, RememberArguments, ServicePlugins, ServiceReport, ServiceStatus,
+    SessionInfo, StartError, TestReport, URL_ELICITATION, call_json,
 };
 pub use error::{CallError, ErrorCode};
 pub use events::Event;

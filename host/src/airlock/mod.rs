@@ -23,6 +23,7 @@ mod output;
 mod policy;
 mod questions;
 mod reconcile;
+mod reindex;
 mod report;
 mod sessions;
 mod start;
@@ -42,6 +43,7 @@ pub use inventory::{PluginSlot, ServicePlugins, SessionInfo};
 pub use output::{CallOutput, Redaction, call_json};
 pub use questions::URL_ELICITATION;
 pub use reconcile::Reconciled;
+pub use reindex::Reindexed;
 pub use report::{ServiceReport, ServiceStatus, TestReport};
 pub use start::StartError;
 #[cfg(feature = "cli")]

@@ -471,17 +471,7 @@ impl crate::results::ResultIndex for RegistryIndex {
     fn index(&self, batch: &[(String, crate::results::Retained)]) {
         let entries: Vec<crate::registry::ResultEntry> = batch
             .iter()
-            .filter_map(|(service, record)| {
-                Some(crate::registry::ResultEntry {
-                    output_id: record.output_id.clone()?,
-                    service: service.clone(),
-                    agent: record.agent.clone().unwrap_or_default(),
-                    size: record.size as u64,
-                    digest: record.digest.clone(),
-                    complete: record.complete,
-                    redacted: record.redacted,
-                })
-            })
+            .filter_map(|(service, record)| super::reindex::entry_of(service, record))
             .collect();
         if let Err(e) = self.0.index_results(&entries) {
             tracing::warn!("cannot index {} retained results: {e}", entries.len());

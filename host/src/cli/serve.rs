@@ -144,6 +144,7 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode, String> {
         .map_err(|e| e.to_string())?;
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
+    tokio::spawn(reindex_results(airlock.clone(), shutdown.clone()));
     {
         // With looks off (0), SIGHUP still reloads.
         let every = (args.reload_secs > 0.0).then(|| Duration::from_secs_f64(args.reload_secs));
@@ -291,6 +292,36 @@ async fn file_stamps(files: &[std::path::PathBuf]) -> Vec<Option<(u64, std::time
         );
     }
     stamps
+}
+
+/// How often a serving gateway mends the results index against the store.
+const REINDEX_EVERY: Duration = Duration::from_secs(6 * 3600);
+
+/// Mends the results index against the store at start-up and every
+/// [`REINDEX_EVERY`] ([`Airlock::reindex_results`]), until `shutdown`; what it mended
+/// is logged.
+async fn reindex_results(airlock: Airlock, shutdown: CancellationToken) {
+    loop {
+        match airlock.reindex_results().await {
+            Ok(done) if done.added + done.removed + done.unattributed + done.unreadable > 0 => {
+                tracing::info!(
+                    stored = done.stored,
+                    indexed = done.indexed,
+                    added = done.added,
+                    removed = done.removed,
+                    unattributed = done.unattributed,
+                    unreadable = done.unreadable,
+                    "results index mended against the store"
+                );
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!("cannot mend the results index: {}", e.message),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(REINDEX_EVERY) => {}
+        }
+    }
 }
 
 /// Cancels `shutdown` on SIGTERM or SIGINT.

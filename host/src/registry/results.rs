@@ -59,6 +59,30 @@ impl Registry {
         self.db.transaction(&statements)
     }
 
+    /// Every indexed result, as (output id, service).
+    pub fn indexed_results(&self) -> Result<Vec<(String, String)>, RegistryError> {
+        self.db
+            .query("SELECT output_id, service FROM results", &[])?
+            .iter()
+            .map(|row| Ok((row.text(0)?, row.text(1)?)))
+            .collect()
+    }
+
+    /// Removes the index rows of `ids` (outputs the store no longer holds), in one
+    /// transaction.
+    pub fn unindex_results(&self, ids: &[String]) -> Result<(), RegistryError> {
+        let statements: Vec<_> = ids
+            .iter()
+            .map(|id| {
+                (
+                    "DELETE FROM results WHERE output_id = ?1",
+                    params![id].to_vec(),
+                )
+            })
+            .collect();
+        self.db.transaction(&statements)
+    }
+
     /// The indexed results of `service` owned by `agent`, newest first.
     pub fn results(&self, service: &str, agent: &str) -> Result<Vec<ResultEntry>, RegistryError> {
         // Ties within a second go to the later insert: SQLite's rowid, PostgreSQL's seq.

@@ -54,6 +54,8 @@ pub(crate) trait Backend: Send + Sync {
     }
     /// The record of an output (`NotFound` when there is none).
     fn record(&self, dir_name: &str, id: &str) -> std::io::Result<Vec<u8>>;
+    /// Every output that has a record, as (service folder, id): the whole store listed.
+    fn list(&self) -> std::io::Result<Vec<(String, String)>>;
     /// Bytes `range` of an output's text (fewer when the text is shorter).
     fn text_range(&self, dir_name: &str, id: &str, range: Range<u64>) -> std::io::Result<Vec<u8>>;
     /// An output's whole text.

@@ -159,6 +159,29 @@ impl Backend for LocalBackend {
         self.whole(dir_name, id, SmallStore::text, "txt")
     }
 
+    fn list(&self) -> std::io::Result<Vec<(String, String)>> {
+        let mut found = match &self.small {
+            Some(small) => small.list()?,
+            None => Vec::new(),
+        };
+        for folder in self.dir.entries()? {
+            let folder = folder?;
+            if !folder.file_type()?.is_dir() {
+                continue;
+            }
+            let Ok(dir_name) = folder.file_name().into_string() else {
+                continue;
+            };
+            for file in folder.open_dir()?.entries()? {
+                let name = file?.file_name();
+                if let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".json")) {
+                    found.push((dir_name.clone(), id.to_string()));
+                }
+            }
+        }
+        Ok(found)
+    }
+
     fn describe(&self) -> String {
         "the data directory's outputs folder".into()
     }

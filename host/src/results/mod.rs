@@ -246,6 +246,29 @@ impl ResultStore {
         })
     }
 
+    /// Every output the store holds, as (service folder, output id). Blocking: it
+    /// lists the whole store (every object under the prefix, for S3).
+    pub fn list_stored(&self) -> std::io::Result<Vec<(String, String)>> {
+        self.backend.list()
+    }
+
+    /// The record of a stored output (blocking).
+    pub fn stored_record(&self, folder: &str, id: &str) -> std::io::Result<Retained> {
+        let bytes = self.backend.record(folder, id)?;
+        let stored: StoredRecord = serde_json::from_slice(&bytes).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("the record of output {id} in {folder}/ does not parse: {e}"),
+            )
+        })?;
+        Ok(stored.record)
+    }
+
+    /// The folder a service's outputs are kept under.
+    pub fn folder_of(service: &str) -> String {
+        service_dir_name(service)
+    }
+
     /// Where outputs are kept, for messages (no credentials).
     pub fn describe(&self) -> String {
         self.backend.describe()

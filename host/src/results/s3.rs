@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path;
-use object_store::{ClientOptions, ObjectStoreExt, PutPayload, RetryConfig};
+use object_store::{ClientOptions, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
 
 use super::backend::{Backend, Item};
 use crate::config::S3Location;
@@ -204,6 +204,31 @@ impl Backend for S3Backend {
 
     fn text(&self, dir_name: &str, id: &str) -> std::io::Result<Vec<u8>> {
         self.text_like(self.path(dir_name, id, "txt"))
+    }
+
+    fn list(&self) -> std::io::Result<Vec<(String, String)>> {
+        let store = self.store.clone();
+        let prefix = (!self.prefix.is_empty()).then(|| Path::from(self.prefix.clone()));
+        let depth = prefix.as_ref().map_or(0, |p| p.parts().count());
+        storage::wait(async move {
+            let mut listing = store.list(prefix.as_ref());
+            let mut found = Vec::new();
+            while let Some(object) = listing.next().await {
+                let object = object.map_err(io)?;
+                let parts: Vec<String> = object
+                    .location
+                    .parts()
+                    .skip(depth)
+                    .map(|p| p.as_ref().to_string())
+                    .collect();
+                if let [dir_name, file] = parts.as_slice()
+                    && let Some(id) = file.strip_suffix(".json")
+                {
+                    found.push((dir_name.clone(), id.to_string()));
+                }
+            }
+            Ok(found)
+        })
     }
 
     fn describe(&self) -> String {

@@ -158,6 +158,17 @@ impl SmallStore {
         .map_err(io)
     }
 
+    /// Every output row, as (service folder, id).
+    pub fn list(&self) -> std::io::Result<Vec<(String, String)>> {
+        let reader = self.reader.lock().expect("small outputs reader poisoned");
+        let mut statement = reader.prepare("SELECT dir, id FROM outputs").map_err(io)?;
+        statement
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .map_err(io)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(io)
+    }
+
     /// The record of an output, if it is here.
     pub fn record(&self, dir_name: &str, id: &str) -> std::io::Result<Option<Vec<u8>>> {
         self.column("record", dir_name, id)

@@ -510,6 +510,9 @@ mod tests {
         fn defers_sync(&self) -> bool {
             true
         }
+        fn list(&self) -> std::io::Result<Vec<(String, String)>> {
+            self.inner.list()
+        }
         fn record(&self, dir_name: &str, id: &str) -> std::io::Result<Vec<u8>> {
             self.inner.record(dir_name, id)
         }

@@ -5,6 +5,8 @@
 //! back by itself. The gateway: a client's session outlives the outage, its calls keep
 //! working on what was confirmed, a token never seen before is refused with 503 and
 //! `registry_unavailable`, and the first calls after recovery work on the same session.
+//! The chaos suite: two replicas under load while PostgreSQL restarts, S3 stalls, an
+//! upstream dies mid-call and a replica is killed (see [`the_chaos_suite`]).
 
 mod support;
 
@@ -52,8 +54,17 @@ fn is_outage(e: &RegistryError) -> bool {
     e.is_unavailable() && e.to_string().contains("cannot be reached")
 }
 
+/// The tests here cut, stall and restart the storage every suite shares: one at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 #[test]
 fn the_registry_bounds_an_outage_recalls_what_it_confirmed_and_comes_back() {
+    let _serial = serial();
     let outage = relay();
     let (url, _, _) = storage_services();
     let dir = tempfile::tempdir().unwrap();
@@ -218,6 +229,7 @@ fn token_of(ws: &Workspace, agent: &str) -> (String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_registry_outage_costs_only_the_calls_that_need_it() {
+    let _serial = serial();
     let outage = relay();
     let tables = behind(&outage, &remote_storage_tables(&storage_tag()))
         .replace("[registry]\n", "[registry]\ntimeout_secs = 1\n");
@@ -293,4 +305,312 @@ async fn a_registry_outage_costs_only_the_calls_that_need_it() {
     for token in [&alice_token, &bob_token, &carol_token, &dave_token] {
         assert!(!logged.contains(token.as_str()), "a token reached the log");
     }
+}
+
+/// Restarts the test PostgreSQL for real (`pg_ctl restart -m fast`), as its owner.
+fn restart_postgres() {
+    let dir = std::env::var("AIRLOCK_TEST_STORAGE_DIR").expect("run by scripts/test.sh");
+    let bin = std::env::var("AIRLOCK_TEST_PG_BIN").expect("run by scripts/test.sh");
+    let pg_ctl = format!("{bin}/pg_ctl");
+    let root = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0;
+    let mut command = if root {
+        let mut c = std::process::Command::new("setpriv");
+        c.args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "--",
+            &pg_ctl,
+        ]);
+        c
+    } else {
+        std::process::Command::new(&pg_ctl)
+    };
+    let out = command
+        .args([
+            "-D",
+            &format!("{dir}/pg/data"),
+            "-l",
+            &format!("{dir}/pg/server.log"),
+        ])
+        .args(["-m", "fast", "-w", "restart"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A process's open file descriptors, threads and child processes.
+fn resources(pid: u32) -> (usize, usize, usize) {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let threads = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let children = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .map(|task| {
+            let task = task.unwrap().path();
+            std::fs::read_to_string(task.join("children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .count()
+        })
+        .sum();
+    (fds, threads, children)
+}
+
+/// How one call of the load ended.
+#[derive(Debug, Clone)]
+enum Outcome {
+    /// A result, retained: its output id, the size the text must have, and whether the
+    /// preview held it whole (`complete`).
+    Kept(String, usize, bool),
+    /// A typed refusal or failure (`_meta.error`).
+    Typed(String),
+    /// The connection to the replica went (its process was killed).
+    Lost,
+}
+
+/// The chaos suite, bounded: two replicas on PostgreSQL and an S3-compatible
+/// server, 8 clients calling continuously, while PostgreSQL restarts, S3 stalls for 5 s,
+/// an upstream server dies mid-call and one replica is killed with SIGKILL. Afterwards
+/// every call either kept a byte-exact output or failed with a typed error (or went
+/// with the killed replica), the index and the store agree once mended, no session on
+/// the surviving replica was dropped, and its descriptors, threads and child processes
+/// are back to where they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chaos_suite() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let _serial = serial();
+    let (_, endpoint, _) = storage_services();
+    let s3 = Outage::start(
+        endpoint
+            .trim_start_matches("http://")
+            .parse()
+            .expect("the test S3 endpoint is host:port"),
+    );
+    let tag = storage_tag();
+    let tables = remote_storage_tables(&tag)
+        .replace(&endpoint, &format!("http://127.0.0.1:{}", s3.port()))
+        .replace("[registry]\n", "[registry]\ntimeout_secs = 2\n");
+    let ws_a = Workspace::with_storage(&python_fixture_entry("fx", ""), &tables);
+    let ws_b = Workspace::with_storage(&python_fixture_entry("fx", ""), &tables);
+    let a = HttpGateway::start(&ws_a, &[]);
+    let b = HttpGateway::start(&ws_b, &[]);
+    let connect = async |gateway: &HttpGateway| {
+        ().serve(StreamableHttpClientTransport::from_uri(gateway.url.clone()))
+            .await
+            .unwrap()
+    };
+    let mut clients = Vec::new();
+    for i in 0..8 {
+        let on_b = i % 2 == 1;
+        let client = connect(if on_b { &b } else { &a }).await;
+        let warm = client
+            .call_tool(call("mcp__fx__echo", json!({"text": "warm"})))
+            .await
+            .unwrap();
+        assert_eq!(text_of(&warm), "warm");
+        clients.push((on_b, Arc::new(client)));
+    }
+    let baseline = resources(b.pid());
+
+    // The load: each client calls until told to stop; a client of the killed replica
+    // stops at its first lost connection.
+    let stop = Arc::new(AtomicBool::new(false));
+    // A call in flight on the replica when it is killed is lost with it (rmcp's client
+    // would keep trying to reach it); a call on the survivor must answer.
+    let a_killed = tokio_util::sync::CancellationToken::new();
+    let mut load = Vec::new();
+    for (n, (on_b, client)) in clients.iter().enumerate() {
+        let (client, stop, on_b, a_killed) =
+            (client.clone(), stop.clone(), *on_b, a_killed.clone());
+        load.push(tokio::spawn(async move {
+            let mut outcomes = Vec::new();
+            let mut i = 0usize;
+            while !stop.load(Ordering::SeqCst) {
+                let size = 1_000 + (n * 7_919 + i * 104_729) % 150_000;
+                i += 1;
+                let answer = async {
+                    let request =
+                        client.call_tool(call("mcp__fx__big_text", json!({"size": size})));
+                    if on_b {
+                        tokio::time::timeout(Duration::from_secs(30), request)
+                            .await
+                            .unwrap_or_else(|_| panic!("a call on the surviving replica hung"))
+                            .ok()
+                    } else {
+                        tokio::select! {
+                            answer = request => answer.ok(),
+                            _ = a_killed.cancelled() => None,
+                        }
+                    }
+                };
+                let outcome = match answer.await {
+                    None => Outcome::Lost,
+                    Some(result) => {
+                        let meta = serde_json::to_value(&result.meta).unwrap();
+                        match (result.is_error, meta["output_id"].as_str()) {
+                            (Some(false) | None, Some(id)) => {
+                                Outcome::Kept(id.to_string(), size, meta["complete"] == true)
+                            }
+                            _ => Outcome::Typed(
+                                meta["error"].as_str().unwrap_or("untyped").to_string(),
+                            ),
+                        }
+                    }
+                };
+                let lost = matches!(outcome, Outcome::Lost);
+                outcomes.push(outcome);
+                if lost && !on_b {
+                    break;
+                }
+            }
+            (on_b, outcomes)
+        }));
+    }
+
+    // The chaos, on a timeline.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::task::block_in_place(restart_postgres);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    s3.stall();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    s3.restore();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The upstream server of replica B dies in the middle of a call.
+    let died = clients[1]
+        .1
+        .call_tool(call("mcp__fx__die", json!({})))
+        .await
+        .unwrap();
+    let died = serde_json::to_value(&died.meta).unwrap();
+    assert_eq!(died["error"], "service_unavailable", "{died}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(a.pid() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    a_killed.cancel();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::SeqCst);
+
+    let mut kept = Vec::new();
+    let mut failed: std::collections::BTreeMap<String, usize> = Default::default();
+    let (mut lost, mut calls) = (0, 0);
+    for (n, task) in load.into_iter().enumerate() {
+        let (on_b, outcomes) = tokio::time::timeout(Duration::from_secs(20), task)
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "client {n} (on {}) hung",
+                    if n % 2 == 1 { "B" } else { "A" }
+                )
+            })
+            .unwrap();
+        for outcome in outcomes {
+            calls += 1;
+            match outcome {
+                Outcome::Kept(id, size, complete) => kept.push((id, size, complete, on_b)),
+                Outcome::Typed(code) => *failed.entry(code).or_default() += 1,
+                Outcome::Lost => {
+                    assert!(!on_b, "a session on the surviving replica was dropped");
+                    lost += 1;
+                }
+            }
+        }
+    }
+    assert!(!failed.contains_key("untyped"), "{failed:?}");
+    assert!(
+        kept.len() > 50,
+        "too little got through: {} of {calls}",
+        kept.len()
+    );
+
+    // The surviving replica's clients keep their sessions.
+    for (_, client) in clients.iter().filter(|(on_b, _)| *on_b) {
+        let after = bounded(client.call_tool(call("mcp__fx__echo", json!({"text": "after"}))))
+            .await
+            .unwrap();
+        assert_eq!(text_of(&after), "after");
+    }
+    let sessions_dropped = 0;
+
+    // Every kept output pages back byte-exact, whichever replica made it; then the index
+    // is mended and agrees with the store.
+    let reader_ws = Workspace::with_storage(&python_fixture_entry("fx", ""), &tables);
+    let reader = airlock_host::Airlock::start(reader_ws.load(), reader_ws.options())
+        .await
+        .unwrap();
+    // A result the preview held whole is handed out before it is written (the client
+    // has all of it); the killed replica takes those of its last unwritten batch with it.
+    let mut unwritten = 0;
+    'outputs: for (id, size, complete, on_b) in &kept {
+        let (mut offset, mut text) = (0, String::new());
+        loop {
+            let page = match tokio::task::block_in_place(|| {
+                reader.read_output_as("default", "fx", id, offset)
+            }) {
+                Ok(page) => page,
+                Err(e) if !on_b && *complete && offset == 0 => {
+                    assert!(e.message.contains("no output"), "output {id}: {e}");
+                    unwritten += 1;
+                    continue 'outputs;
+                }
+                Err(e) => panic!("output {id} (complete: {complete}, on B: {on_b}): {e}"),
+            };
+            text.push_str(&page.text);
+            match page.next_offset {
+                Some(next) => offset = next,
+                None => break,
+            }
+        }
+        assert!(
+            text.len() == *size && text.bytes().all(|b| b == b'x'),
+            "output {id}"
+        );
+    }
+    let mended = reader.reindex_results().await.unwrap();
+    let again = reader.reindex_results().await.unwrap();
+    assert_eq!((again.added, again.removed), (0, 0), "{again:?}");
+    assert_eq!(again.stored, again.indexed, "{again:?}");
+    assert_eq!(again.unattributed + again.unreadable, 0, "{again:?}");
+    reader.close().await;
+
+    // The surviving replica's resources settle back (idle blocking threads and upstream
+    // connections are let go within seconds).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let settled = loop {
+        let now = resources(b.pid());
+        let back = now.0 <= baseline.0 + 2 && now.1 <= baseline.1 + 2 && now.2 == baseline.2;
+        if back || Instant::now() > deadline {
+            break now;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    eprintln!(
+        "chaos: {calls} calls, {} kept and paged byte-exact, failed by code {failed:?}, {lost} lost with the killed replica, {unwritten} whole-in-preview results of its last batch unwritten, {sessions_dropped} sessions dropped on the survivor; index mended: {} added, {} removed ({} stored = {} indexed); survivor fds/threads/children {baseline:?} at baseline, {settled:?} after",
+        kept.len() - unwritten,
+        mended.added,
+        mended.removed,
+        again.stored,
+        again.indexed,
+    );
+    assert!(
+        settled.0 <= baseline.0 + 2 && settled.1 <= baseline.1 + 2 && settled.2 == baseline.2,
+        "resources {settled:?} never settled back to {baseline:?}"
+    );
+    drop(clients);
 }

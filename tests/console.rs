@@ -518,3 +518,43 @@ async fn remembered_approvals_and_policy_decisions_are_listed_and_revoked() {
     let (listed, _) = ws.json(&["grants", "list"], &[]);
     assert_eq!(listed["approvals"], serde_json::json!([]), "{listed}");
 }
+
+/// Console sessions live in the registry: a login made through one replica works
+/// through another, an action's message is shown by whichever replica serves the next
+/// page, and signing out through one ends the session on both.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_console_login_works_through_every_replica() {
+    let ws = Workspace::new(&secret_entry("fx", ""));
+    let (made, _) = ws.json(&["serve", "tokens", "add"], &[]);
+    let operator = made["token"].as_str().unwrap().to_string();
+    let a = HttpGateway::start(&ws, &["--require-token"]);
+    let b = HttpGateway::start(&ws, &["--require-token"]);
+    let mut on_a = Client::new(&base_of(&a));
+    let r = on_a
+        .form("/console/login", &[("token", operator.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    on_a.sign_in_from(r).await;
+    let (status, page) = on_a.page("/console/services").await;
+    assert_eq!(status, 200);
+    on_a.csrf = csrf_of(&page);
+    let mut on_b = Client::new(&base_of(&b));
+    on_b.cookie = on_a.cookie.clone();
+    on_b.csrf = on_a.csrf.clone();
+
+    // Signed in on A, the same cookie opens B's pages; an action taken through B leaves
+    // its message for the page A serves next.
+    let (status, _) = on_b.page("/console/services").await;
+    assert_eq!(status, 200);
+    assert_eq!(on_b.act("/console/services/fx/disable").await, 303);
+    let (_, page) = on_a.page("/console/services").await;
+    assert!(page.contains("disabled &quot;fx&quot; on every replica"), "{page}");
+    assert_eq!(on_a.act("/console/services/fx/enable").await, 303);
+
+    // Signed out through B: A no longer knows the session.
+    assert_eq!(on_b.act("/console/logout").await, 303);
+    let (status, page) = on_a.page("/console/services").await;
+    assert_eq!(status, 401, "{page}");
+}

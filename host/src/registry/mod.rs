@@ -16,6 +16,7 @@ mod approvals;
 mod auth_row;
 mod catalogs;
 pub mod changes;
+pub mod console;
 mod db;
 mod imports;
 mod postgres;
@@ -199,6 +200,13 @@ const MIGRATIONS: &[&str] = &[
         bump_on_write!("grants", "grants"),
         bump_on_write!("service_pauses", "pauses"),
     ),
+    "CREATE TABLE console_sessions (
+        id_digest   TEXT PRIMARY KEY NOT NULL,
+        csrf        TEXT NOT NULL,
+        created_ms  INTEGER NOT NULL,
+        flash_failed INTEGER,
+        flash_text  TEXT
+    );",
 ];
 
 /// A registry error.

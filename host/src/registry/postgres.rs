@@ -173,6 +173,13 @@ const MIGRATIONS: &[&str] = &[
         FOR EACH STATEMENT EXECUTE FUNCTION airlock_count_change('grants');
     CREATE TRIGGER service_pauses_changed AFTER INSERT OR UPDATE OR DELETE ON service_pauses
         FOR EACH STATEMENT EXECUTE FUNCTION airlock_count_change('pauses');",
+    "CREATE TABLE console_sessions (
+        id_digest    TEXT PRIMARY KEY NOT NULL,
+        csrf         TEXT NOT NULL,
+        created_ms   BIGINT NOT NULL,
+        flash_failed BOOLEAN,
+        flash_text   TEXT
+    );",
 ];
 
 /// A registry in PostgreSQL.

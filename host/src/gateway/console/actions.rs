@@ -31,7 +31,7 @@ fn unknown(status: StatusCode, why: &str) -> Response {
 }
 
 /// Leaves the outcome for the next page and redirects to `back`.
-fn done(
+async fn done(
     state: &ConsoleState,
     operator: &Operator,
     outcome: Result<String, CallError>,
@@ -47,7 +47,7 @@ fn done(
             text: format!("{} ({})", e.message, e.code.as_str()),
         },
     };
-    state.console.sessions.flash(operator, flash);
+    state.console.sessions.flash(operator, flash).await;
     Ok(Redirect::to(back).into_response())
 }
 
@@ -85,7 +85,7 @@ pub(super) async fn service(
             ));
         }
     };
-    done(&state, &operator, outcome, "/console/services")
+    done(&state, &operator, outcome, "/console/services").await
 }
 
 /// `POST /console/sessions/{agent}/{service}/{disconnect|reset}`.
@@ -113,7 +113,7 @@ pub(super) async fn session(
             ));
         }
     };
-    done(&state, &operator, outcome, "/console/services")
+    done(&state, &operator, outcome, "/console/services").await
 }
 
 /// What the grants form sends.
@@ -160,7 +160,7 @@ pub(super) async fn grant(
             ));
         }
     };
-    done(&state, &operator, outcome, "/console/grants")
+    done(&state, &operator, outcome, "/console/grants").await
 }
 
 /// `POST /console/approvals/{id}/revoke`: forgets a remembered approval.
@@ -181,7 +181,7 @@ pub(super) async fn revoke_approval(
                 format!("there was no approval {id}")
             }
         });
-    done(&state, &operator, outcome, "/console/grants")
+    done(&state, &operator, outcome, "/console/grants").await
 }
 
 /// `POST /console/output/{agent}/{service}/{id}/save`: exports the whole output into
@@ -219,5 +219,5 @@ pub(super) async fn save_output(
         segment(&service),
         segment(&id)
     );
-    done(&state, &operator, outcome, &back)
+    done(&state, &operator, outcome, &back).await
 }

@@ -3,9 +3,8 @@
 //! token (in a header, or pasted into the login page). Each session has a CSRF token that
 //! every action must carry.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Form;
 use axum::extract::{Request, State};
@@ -15,7 +14,10 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::{ConsoleState, pages};
+use crate::digest;
 use crate::gateway::http::bearer_of;
+use crate::registry::console::ConsoleSession;
+use crate::registry::{Registry, RegistryError};
 
 const COOKIE: &str = "airlock_console";
 /// Most console sessions kept at once (the oldest is forgotten first).
@@ -32,16 +34,10 @@ pub(crate) struct Flash {
     pub text: String,
 }
 
-struct Session {
-    csrf: String,
-    created: Instant,
-    flash: Option<Flash>,
-}
-
-/// The console's sessions, by cookie value.
-#[derive(Default)]
+/// The console's sessions, kept in the registry (by the digest of each cookie), so a
+/// login made through one replica works through all of them.
 pub(super) struct Sessions {
-    by_id: Mutex<HashMap<String, Session>>,
+    registry: Arc<Registry>,
 }
 
 /// The operator behind a request: their console session and its CSRF token.
@@ -60,69 +56,102 @@ fn random_token() -> String {
     )
 }
 
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Sessions made before this are expired.
+fn expired_before_ms() -> i64 {
+    now_ms() - SESSION_LIFETIME.as_millis() as i64
+}
+
 impl Sessions {
-    fn open(&self) -> Operator {
-        let mut map = self.by_id.lock().expect("console sessions poisoned");
-        map.retain(|_, s| s.created.elapsed() < SESSION_LIFETIME);
-        if map.len() >= MAX_SESSIONS
-            && let Some(oldest) = map
-                .iter()
-                .min_by_key(|(_, s)| s.created)
-                .map(|(id, _)| id.clone())
-        {
-            map.remove(&oldest);
+    /// The sessions kept in `registry`.
+    pub(super) fn new(registry: Arc<Registry>) -> Self {
+        Sessions { registry }
+    }
+
+    /// Runs `job` on the registry off the async threads.
+    async fn run<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(&Registry) -> Result<T, RegistryError> + Send + 'static,
+    ) -> Result<T, String> {
+        let registry = self.registry.clone();
+        match tokio::task::spawn_blocking(move || job(&registry)).await {
+            Ok(done) => done.map_err(|e| e.to_string()),
+            Err(e) => Err(format!("the console session store panicked: {e}")),
         }
+    }
+
+    async fn open(&self) -> Result<Operator, String> {
         let operator = Operator {
             id: random_token(),
             csrf: random_token(),
         };
-        map.insert(
-            operator.id.clone(),
-            Session {
+        let (digest, session) = (
+            digest::sha256(operator.id.as_bytes()),
+            ConsoleSession {
                 csrf: operator.csrf.clone(),
-                created: Instant::now(),
-                flash: None,
+                created_ms: now_ms(),
             },
         );
-        operator
+        self.run(move |registry| {
+            registry.open_console_session(&digest, &session, expired_before_ms(), MAX_SESSIONS)
+        })
+        .await?;
+        Ok(operator)
     }
 
-    fn find(&self, id: &str) -> Option<Operator> {
-        let map = self.by_id.lock().expect("console sessions poisoned");
-        map.get(id)
-            .filter(|s| s.created.elapsed() < SESSION_LIFETIME)
-            .map(|s| Operator {
-                id: id.to_string(),
-                csrf: s.csrf.clone(),
-            })
+    async fn find(&self, id: &str) -> Option<Operator> {
+        let (id, digest) = (id.to_string(), digest::sha256(id.as_bytes()));
+        match self
+            .run(move |registry| registry.console_session(&digest, expired_before_ms()))
+            .await
+        {
+            Ok(found) => found.map(|s| Operator { id, csrf: s.csrf }),
+            Err(e) => {
+                tracing::warn!("cannot look up a console session: {e}");
+                None
+            }
+        }
     }
 
-    fn close(&self, id: &str) {
-        self.by_id
-            .lock()
-            .expect("console sessions poisoned")
-            .remove(id);
+    async fn close(&self, id: &str) {
+        let digest = digest::sha256(id.as_bytes());
+        if let Err(e) = self
+            .run(move |registry| registry.close_console_session(&digest))
+            .await
+        {
+            tracing::warn!("cannot end a console session: {e}");
+        }
     }
 
     /// Leaves a message for the session's next page.
-    pub(super) fn flash(&self, operator: &Operator, flash: Flash) {
-        if let Some(s) = self
-            .by_id
-            .lock()
-            .expect("console sessions poisoned")
-            .get_mut(&operator.id)
+    pub(super) async fn flash(&self, operator: &Operator, flash: Flash) {
+        let digest = digest::sha256(operator.id.as_bytes());
+        if let Err(e) = self
+            .run(move |registry| registry.set_console_flash(&digest, flash.failed, &flash.text))
+            .await
         {
-            s.flash = Some(flash);
+            tracing::warn!("cannot keep the console's message: {e}");
         }
     }
 
     /// Takes the session's pending message.
-    pub(super) fn take_flash(&self, operator: &Operator) -> Option<Flash> {
-        self.by_id
-            .lock()
-            .expect("console sessions poisoned")
-            .get_mut(&operator.id)
-            .and_then(|s| s.flash.take())
+    pub(super) async fn take_flash(&self, operator: &Operator) -> Option<Flash> {
+        let digest = digest::sha256(operator.id.as_bytes());
+        match self
+            .run(move |registry| registry.take_console_flash(&digest))
+            .await
+        {
+            Ok(flash) => flash.map(|(failed, text)| Flash { failed, text }),
+            Err(e) => {
+                tracing::warn!("cannot read the console's message: {e}");
+                None
+            }
+        }
     }
 }
 
@@ -171,13 +200,16 @@ pub(super) async fn admit(
         return *refusal;
     }
     let sessions = &state.console.sessions;
-    if let Some(operator) = cookie_of(request.headers()).and_then(|id| sessions.find(id)) {
+    let cookie = cookie_of(request.headers()).map(str::to_string);
+    if let Some(id) = cookie
+        && let Some(operator) = sessions.find(&id).await
+    {
         request.extensions_mut().insert(operator);
         return next.run(request).await;
     }
     let made = match bearer_of(request.headers()) {
         Some(token) => match state.guard.agent_of_token(token) {
-            Ok(agent) if agent.0 == state.guard.default_agent => Some(sessions.open()),
+            Ok(agent) if agent.0 == state.guard.default_agent => Some(sessions.open().await),
             Ok(agent) => {
                 tracing::warn!(agent = %agent.0, "refused the console to a token of another agent");
                 return refused(
@@ -189,11 +221,15 @@ pub(super) async fn admit(
                 return refused(StatusCode::UNAUTHORIZED, "the bearer token is not valid");
             }
         },
-        None if !state.guard.token_required => Some(sessions.open()),
+        None if !state.guard.token_required => Some(sessions.open().await),
         None => None,
     };
     match made {
-        Some(operator) => {
+        Some(Err(e)) => refused(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("cannot keep a console session: {e}"),
+        ),
+        Some(Ok(operator)) => {
             request.extensions_mut().insert(operator.clone());
             let mut response = next.run(request).await;
             set_cookie(&mut response, &operator);
@@ -234,10 +270,17 @@ pub(super) async fn login(
 ) -> Response {
     match state.guard.agent_of_token(form.token.trim()) {
         Ok(agent) if agent.0 == state.guard.default_agent => {
-            let operator = state.console.sessions.open();
-            let mut response = Redirect::to("/console/services").into_response();
-            set_cookie(&mut response, &operator);
-            response
+            match state.console.sessions.open().await {
+                Ok(operator) => {
+                    let mut response = Redirect::to("/console/services").into_response();
+                    set_cookie(&mut response, &operator);
+                    response
+                }
+                Err(e) => refused(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &format!("cannot keep a console session: {e}"),
+                ),
+            }
         }
         Ok(_) => (
             StatusCode::FORBIDDEN,
@@ -269,7 +312,7 @@ pub(super) async fn logout(
 ) -> Response {
     match operator {
         Some(axum::Extension(op)) if op.csrf_matches(&form.csrf) => {
-            state.console.sessions.close(&op.id);
+            state.console.sessions.close(&op.id).await;
             let mut response = Redirect::to("/console/login").into_response();
             response.headers_mut().append(
                 header::SET_COOKIE,

@@ -52,8 +52,8 @@ impl Console {
     ) -> Arc<Console> {
         Arc::new(Console {
             log: CallLog::start(&airlock),
+            sessions: Sessions::new(airlock.registry()),
             airlock,
-            sessions: Sessions::default(),
             artifacts: data_dir.join("artifacts"),
             shutdown,
         })

@@ -83,8 +83,14 @@ fn action_button(
     }
 }
 
-fn page(console: &Console, operator: &Operator, title: &str, active: &str, body: Markup) -> Markup {
-    let flash = console.sessions.take_flash(operator);
+async fn page(
+    console: &Console,
+    operator: &Operator,
+    title: &str,
+    active: &str,
+    body: Markup,
+) -> Markup {
+    let flash = console.sessions.take_flash(operator).await;
     layout(title, active, flash, operator, body)
 }
 
@@ -210,7 +216,7 @@ pub(super) async fn services(
             }
         }
     };
-    page(console, &operator, "Services", "/console/services", body)
+    page(console, &operator, "Services", "/console/services", body).await
 }
 
 /// One call's row (the calls page, and each live update).
@@ -257,7 +263,7 @@ pub(super) async fn calls(
             tbody { @for row in &rows { (call_row(row)) } }
         }
     };
-    page(console, &operator, "Calls", "/console/calls", body)
+    page(console, &operator, "Calls", "/console/calls", body).await
 }
 
 /// Where a page of an output starts.
@@ -311,7 +317,7 @@ pub(super) async fn output(
             let body = html! { p.flash.failed role="alert" { (e.message) } };
             return (
                 StatusCode::NOT_FOUND,
-                page(console, &operator, &title, "/console/calls", body),
+                page(console, &operator, &title, "/console/calls", body).await,
             )
                 .into_response();
         }
@@ -337,7 +343,9 @@ pub(super) async fn output(
         }
         pre #text { (page_of.text) }
     };
-    page(console, &operator, &title, "/console/calls", body).into_response()
+    page(console, &operator, &title, "/console/calls", body)
+        .await
+        .into_response()
 }
 
 /// `GET /console/grants`: grants per agent and service, remembered approvals, and the
@@ -439,6 +447,7 @@ pub(super) async fn grants(
         "/console/grants",
         body,
     )
+    .await
 }
 
 /// `GET /console/plugins`: what each service runs, and the limits in force.
@@ -473,7 +482,7 @@ pub(super) async fn plugins(
             }
         }
     };
-    page(console, &operator, "Plugins", "/console/plugins", body)
+    page(console, &operator, "Plugins", "/console/plugins", body).await
 }
 
 /// The login page, with why the last attempt failed.

@@ -550,7 +550,10 @@ async fn a_console_login_works_through_every_replica() {
     assert_eq!(status, 200);
     assert_eq!(on_b.act("/console/services/fx/disable").await, 303);
     let (_, page) = on_a.page("/console/services").await;
-    assert!(page.contains("disabled &quot;fx&quot; on every replica"), "{page}");
+    assert!(
+        page.contains("disabled &quot;fx&quot; on every replica"),
+        "{page}"
+    );
     assert_eq!(on_a.act("/console/services/fx/enable").await, 303);
 
     // Signed out through B: A no longer knows the session.

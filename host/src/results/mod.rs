@@ -327,8 +327,8 @@ impl ResultStore {
     /// Keeps a prepared result for `service`: it gets its `output_id` and is readable at
     /// once, and reaches the disk on the retention writer's thread. Waits when the
     /// results already waiting for the disk fill the writer's memory budget, and, in a
-    /// store other hosts share, until a result the preview does not hold whole is kept
-    /// (so another host can page it the moment its id is handed out).
+    /// store other hosts share, until the result is kept (so another host can page it
+    /// the moment its id is handed out, and a crash of this one cannot lose it).
     pub async fn keep(&self, service: &str, prepared: Prepared) -> (Retained, String) {
         let Prepared {
             mut record,
@@ -341,7 +341,10 @@ impl ResultStore {
         }
         let id = new_output_id();
         record.output_id = Some(id.clone());
-        let until_kept = self.backend.shared() && !record.complete;
+        // In a shared store every id is handed out only once its output is kept, even
+        // one the preview holds whole: another replica may be asked for it at once, and
+        // a replica killed before its writer ran would take it with it.
+        let until_kept = self.backend.shared();
         self.writer
             .submit(
                 service_dir_name(service),

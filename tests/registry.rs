@@ -632,15 +632,18 @@ impl rmcp::ClientHandler for ListChanges {
     }
 }
 
-/// The scenario: `airlock serve` is running for an MCP client when the user adds
-/// and tests a server; the client hears `tools/list_changed` and can call it, without a
-/// restart. Removing it withdraws its tools the same way.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_running_gateway_offers_a_server_added_meanwhile_and_withdraws_it_when_removed() {
-    use std::time::{Duration, Instant};
-    let ws = Workspace::new(&support::demo_entry("demo", ""));
+/// `airlock serve` over stdio in `ws` with `args`, and an MCP client on it that counts
+/// the `tools/list_changed` it hears.
+async fn stdio_gateway(
+    ws: &Workspace,
+    args: &[&str],
+) -> (
+    tokio::process::Child,
+    rmcp::service::RunningService<rmcp::RoleClient, ListChanges>,
+    ListChanges,
+) {
     let mut child = tokio::process::Command::new(support::airlock_bin())
-        .args(support::serve_args(&ws, &["serve", "--reload-secs", "0.2"]))
+        .args(support::serve_args(ws, args))
         .current_dir(ws.dir.path())
         .env("AIRLOCK_CONFIG", ws.dir.path().join("no-user-config.toml"))
         .env("AIRLOCK_PLUGIN_CACHE", support::plugin_cache())
@@ -656,6 +659,17 @@ async fn a_running_gateway_offers_a_server_added_meanwhile_and_withdraws_it_when
     );
     let heard = ListChanges::default();
     let client = rmcp::serve_client(heard.clone(), transport).await.unwrap();
+    (child, client, heard)
+}
+
+/// The scenario: `airlock serve` is running for an MCP client when the user adds
+/// and tests a server; the client hears `tools/list_changed` and can call it, without a
+/// restart. Removing it withdraws its tools the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_gateway_offers_a_server_added_meanwhile_and_withdraws_it_when_removed() {
+    use std::time::{Duration, Instant};
+    let ws = Workspace::new(&support::demo_entry("demo", ""));
+    let (mut child, client, heard) = stdio_gateway(&ws, &["serve", "--reload-secs", "0.2"]).await;
     let names = async || -> Vec<String> {
         let tools = client.list_all_tools().await.unwrap();
         tools.iter().map(|t| t.name.to_string()).collect()
@@ -859,23 +873,7 @@ async fn an_edited_config_file_is_taken_in_and_sighup_reloads_at_once() {
         let ws = Workspace::new(&first);
         let mut args = vec!["serve"];
         args.extend_from_slice(flags);
-        let mut child = tokio::process::Command::new(support::airlock_bin())
-            .args(support::serve_args(&ws, &args))
-            .current_dir(ws.dir.path())
-            .env("AIRLOCK_CONFIG", ws.dir.path().join("no-user-config.toml"))
-            .env("AIRLOCK_PLUGIN_CACHE", support::plugin_cache())
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(
-            child.stdout.take().unwrap(),
-            child.stdin.take().unwrap(),
-        );
-        let heard = ListChanges::default();
-        let client = rmcp::serve_client(heard.clone(), transport).await.unwrap();
+        let (mut child, client, heard) = stdio_gateway(&ws, &args).await;
         let offers_fx = async || {
             client
                 .list_all_tools()

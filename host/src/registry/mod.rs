@@ -19,6 +19,7 @@ pub mod changes;
 pub mod console;
 mod db;
 mod imports;
+mod pg_migrations;
 mod postgres;
 mod recall;
 mod results;

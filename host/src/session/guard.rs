@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -35,6 +35,9 @@ pub struct UpstreamGuard {
     bucket: Option<Mutex<Bucket>>,
     agent_buckets: Mutex<HashMap<String, Bucket>>,
     breaker: Mutex<Breaker>,
+    /// Whether the breaker counts any failure: a success then has nothing to reset, so
+    /// the call path takes no lock.
+    failing: AtomicBool,
 }
 
 /// A call's place among the service's calls in flight; released on drop.
@@ -73,6 +76,7 @@ impl ConnectAttempt<'_> {
         self.answered = true;
         if self.probe {
             let mut breaker = self.guard.breaker();
+            self.guard.failing.store(true, Ordering::Release);
             breaker.failures = breaker.failures.saturating_add(1);
             breaker.state = State::Open {
                 until: Instant::now() + self.guard.limits.breaker_cooldown,
@@ -187,6 +191,7 @@ impl UpstreamGuard {
                 state: State::Closed,
                 failures: 0,
             }),
+            failing: AtomicBool::new(false),
         }
     }
 
@@ -316,13 +321,11 @@ impl UpstreamGuard {
 
     /// A request reached the server and was answered: the breaker closes.
     pub fn record_success(&self) {
-        if self.limits.breaker_failures == 0 {
+        if self.limits.breaker_failures == 0 || !self.failing.load(Ordering::Acquire) {
             return;
         }
         let mut breaker = self.breaker();
-        if breaker.failures == 0 {
-            return;
-        }
+        self.failing.store(false, Ordering::Release);
         breaker.failures = 0;
         breaker.state = State::Closed;
     }
@@ -334,6 +337,7 @@ impl UpstreamGuard {
             return;
         }
         let mut breaker = self.breaker();
+        self.failing.store(true, Ordering::Release);
         breaker.failures = breaker.failures.saturating_add(1);
         if breaker.state == State::Closed && breaker.failures >= self.limits.breaker_failures {
             breaker.state = State::Open {

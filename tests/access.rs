@@ -25,24 +25,42 @@ async fn an_agent_reads_only_its_own_outputs_and_only_while_granted() {
     };
     let airlock = Airlock::start(ws.load(), options).await.unwrap();
     let mut events = airlock.events();
-    assert!(airlock.tools_for("alice").is_empty(), "no grant, no tools");
-    airlock.grant("alice", "fx").unwrap();
-    airlock.grant("bob", "fx").unwrap();
-    assert!(!airlock.tools_for("alice").is_empty());
+    assert!(
+        airlock.catalog().tools_for("alice").is_empty(),
+        "no grant, no tools"
+    );
+    airlock.access().grant("alice", "fx").unwrap();
+    airlock.access().grant("bob", "fx").unwrap();
+    assert!(!airlock.catalog().tools_for("alice").is_empty());
     let alice = CallOptions {
         agent: "alice".into(),
         ..Default::default()
     };
     let out = airlock
+        .calls()
         .call_with("mcp__fx__big_text", json!({"size": 100_000}), alice)
         .await
         .unwrap();
     let id = out.retained.output_id.unwrap();
-    assert!(airlock.read_output_as("alice", "fx", &id, 0).is_ok());
-    let err = airlock.read_output_as("bob", "fx", &id, 0).unwrap_err();
+    assert!(
+        airlock
+            .outputs()
+            .read_as("alice", "fx", &id, 0)
+            .await
+            .is_ok()
+    );
+    let err = airlock
+        .outputs()
+        .read_as("bob", "fx", &id, 0)
+        .await
+        .unwrap_err();
     assert_eq!(err.code, ErrorCode::ServiceAccessDenied);
-    airlock.revoke("alice", "fx").await.unwrap();
-    let err = airlock.read_output_as("alice", "fx", &id, 0).unwrap_err();
+    airlock.access().revoke("alice", "fx").await.unwrap();
+    let err = airlock
+        .outputs()
+        .read_as("alice", "fx", &id, 0)
+        .await
+        .unwrap_err();
     assert_eq!(
         err.code,
         ErrorCode::ServiceAccessDenied,
@@ -93,12 +111,14 @@ async fn a_denied_call_never_reaches_the_server() {
         ..Default::default()
     };
     let err = airlock
+        .calls()
         .call_with("mcp__raw__exotic", json!({}), intruder)
         .await
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::ServiceAccessDenied);
     assert!(err.message.contains("read-only"), "{}", err.message);
     airlock
+        .calls()
         .call("mcp__raw__exotic", json!({}), None)
         .await
         .unwrap();
@@ -157,46 +177,53 @@ async fn every_entry_point_checks_grants_and_the_embedders_callback() {
         ..ws.options()
     };
     let airlock = Airlock::start(ws.load(), options).await.unwrap();
-    airlock.grant("alice", "conf").unwrap();
+    airlock.access().grant("alice", "conf").unwrap();
     let call = |agent: &str| CallOptions {
         agent: agent.into(),
         ..Default::default()
     };
 
     // Alice, granted: every entry point works.
-    assert!(!airlock.tools_for("alice").is_empty());
+    assert!(!airlock.catalog().tools_for("alice").is_empty());
     let out = airlock
+        .calls()
         .call_with("mcp__conf__test_simple_text", json!({}), call("alice"))
         .await
         .unwrap();
     let id = out.retained.output_id.unwrap();
     assert!(
         !airlock
+            .resources()
             .list_resources("alice", None)
             .await
             .unwrap()
             .is_empty()
     );
     airlock
+        .resources()
         .read_resource("alice", "conf", "test://static-text")
         .await
         .unwrap();
     assert!(
         !airlock
+            .resources()
             .list_prompts("alice", None)
             .await
             .unwrap()
             .is_empty()
     );
     airlock
+        .resources()
         .get_prompt("alice", "conf", "test_simple_prompt", json!({}))
         .await
         .unwrap();
     airlock
+        .resources()
         .subscribe_resource("alice", "conf", "test://watched-resource", true)
         .await
         .unwrap();
     airlock
+        .resources()
         .complete(
             "alice",
             "conf",
@@ -205,23 +232,34 @@ async fn every_entry_point_checks_grants_and_the_embedders_callback() {
         )
         .await
         .unwrap();
-    airlock.read_output_as("alice", "conf", &id, 0).unwrap();
-    assert_eq!(airlock.status_for("alice").len(), 1);
-    assert!(airlock.instructions_for("alice").contains("- conf"));
+    airlock
+        .outputs()
+        .read_as("alice", "conf", &id, 0)
+        .await
+        .unwrap();
+    assert_eq!(airlock.access().status_for("alice").len(), 1);
+    assert!(
+        airlock
+            .catalog()
+            .instructions_for("alice")
+            .contains("- conf")
+    );
 
     // Mallory, not granted: refused everywhere, and listings leave the service out.
     let denied = |r: Result<Value, airlock_host::CallError>, what: &str| {
         let e = r.expect_err(what);
         assert_eq!(e.code, ErrorCode::ServiceAccessDenied, "{what}: {e}");
     };
-    assert!(airlock.tools_for("mallory").is_empty());
+    assert!(airlock.catalog().tools_for("mallory").is_empty());
     let e = airlock
+        .calls()
         .call_with("mcp__conf__test_simple_text", json!({}), call("mallory"))
         .await
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::ServiceAccessDenied);
     assert!(
         airlock
+            .resources()
             .list_resources("mallory", None)
             .await
             .unwrap()
@@ -229,6 +267,7 @@ async fn every_entry_point_checks_grants_and_the_embedders_callback() {
     );
     denied(
         airlock
+            .resources()
             .list_resources("mallory", Some("conf"))
             .await
             .map(Value::from),
@@ -236,12 +275,14 @@ async fn every_entry_point_checks_grants_and_the_embedders_callback() {
     );
     denied(
         airlock
+            .resources()
             .read_resource("mallory", "conf", "test://static-text")
             .await,
         "resources/read",
     );
     assert!(
         airlock
+            .resources()
             .list_prompts("mallory", None)
             .await
             .unwrap()
@@ -249,12 +290,14 @@ async fn every_entry_point_checks_grants_and_the_embedders_callback() {
     );
     denied(
         airlock
+            .resources()
             .get_prompt("mallory", "conf", "test_simple_prompt", json!({}))
             .await,
         "prompts/get",
     );
     denied(
         airlock
+            .resources()
             .subscribe_resource("mallory", "conf", "test://watched-resource", true)
             .await
             .map(|_| Value::Null),
@@ -262,6 +305,7 @@ async fn every_entry_point_checks_grants_and_the_embedders_callback() {
     );
     denied(
         airlock
+            .resources()
             .complete(
                 "mallory",
                 "conf",
@@ -272,13 +316,20 @@ async fn every_entry_point_checks_grants_and_the_embedders_callback() {
         "completion/complete",
     );
     let e = airlock
-        .read_output_as("mallory", "conf", &id, 0)
+        .outputs()
+        .read_as("mallory", "conf", &id, 0)
+        .await
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::ServiceAccessDenied);
-    assert!(airlock.status_for("mallory").is_empty());
-    assert!(!airlock.instructions_for("mallory").contains("conf"));
+    assert!(airlock.access().status_for("mallory").is_empty());
+    assert!(
+        !airlock
+            .catalog()
+            .instructions_for("mallory")
+            .contains("conf")
+    );
     assert_eq!(
-        airlock.session_pid("mallory", "conf").await,
+        airlock.services().session_pid("mallory", "conf").await,
         None,
         "a refused agent never opened a session"
     );

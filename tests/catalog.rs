@@ -33,7 +33,7 @@ fn tools_lists_qualified_names_with_service_and_raw_name() {
 async fn catalog_and_calls() {
     let ws = workspace("");
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
-    let status = &airlock.status()[0];
+    let status = &airlock.services().status()[0];
     assert!(
         matches!(status.status, airlock_host::ServiceStatus::Connected { tools, .. } if tools >= 10),
         "{status:?}"
@@ -43,7 +43,7 @@ async fn catalog_and_calls() {
         airlock_host::session::SUPPORTED_PROTOCOL_VERSIONS
             .contains(&server.protocol_version.as_str())
     );
-    let tools = airlock.tools();
+    let tools = airlock.catalog().tools();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     for expected in [
         "mcp__everything__echo",
@@ -56,6 +56,7 @@ async fn catalog_and_calls() {
         );
     }
     let out = airlock
+        .calls()
         .call(
             "mcp__everything__echo",
             json!({"message": "hello everything"}),
@@ -65,11 +66,13 @@ async fn catalog_and_calls() {
         .unwrap();
     assert!(out.preview.contains("hello everything"), "{}", out.preview);
     let out = airlock
+        .calls()
         .call("mcp__everything__get-sum", json!({"a": 2, "b": 3}), None)
         .await
         .unwrap();
     assert!(out.preview.contains('5'), "{}", out.preview);
     let err = airlock
+        .calls()
         .call("mcp__everything__get-sum", json!({"a": "two"}), None)
         .await;
     match err {
@@ -89,7 +92,7 @@ async fn catalog_and_calls() {
 async fn catalog_names_are_valid_unique_and_keep_raw_names() {
     let ws = Workspace::new(&secret_entry("fx", ""));
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
-    let tools = airlock.tools();
+    let tools = airlock.catalog().tools();
     let names: BTreeSet<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names.len(), tools.len(), "names are unique");
     let valid = |n: &str| {
@@ -111,9 +114,17 @@ async fn catalog_names_are_valid_unique_and_keep_raw_names() {
     // A 70-character tool name is cut to 64 with a hash, and still callable.
     let long = tools.iter().find(|t| t.raw_name == "t".repeat(70)).unwrap();
     assert_eq!(long.name.len(), 64);
-    let out = airlock.call(&long.name, json!({}), None).await.unwrap();
+    let out = airlock
+        .calls()
+        .call(&long.name, json!({}), None)
+        .await
+        .unwrap();
     assert_eq!(out.preview, "long");
-    let out = airlock.call(&dot.name, json!({}), None).await.unwrap();
+    let out = airlock
+        .calls()
+        .call(&dot.name, json!({}), None)
+        .await
+        .unwrap();
     assert_eq!(out.preview, "dot");
     airlock.close().await;
 }
@@ -122,7 +133,13 @@ async fn catalog_names_are_valid_unique_and_keep_raw_names() {
 async fn incompatible_schemas_are_listed_with_the_reason() {
     let ws = Workspace::new(&support::demo_entry("demo", ""));
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
-    assert!(airlock.tools().iter().all(|t| t.incompatible.is_none()));
+    assert!(
+        airlock
+            .catalog()
+            .tools()
+            .iter()
+            .all(|t| t.incompatible.is_none())
+    );
     airlock.close().await;
     let reason = airlock_host::catalog::incompatibility(
         &json!({"type": "object", "properties": {"n": {"$ref": "#/$defs/N"}}}),

@@ -559,11 +559,11 @@ async fn the_chaos_suite() {
     for (id, size, complete, on_b) in &kept {
         let (mut offset, mut text) = (0, String::new());
         loop {
-            let page =
-                tokio::task::block_in_place(|| reader.read_output_as("default", "fx", id, offset))
-                    .unwrap_or_else(|e| {
-                        panic!("output {id} (complete: {complete}, on B: {on_b}): {e}")
-                    });
+            let page = tokio::task::block_in_place(|| {
+                reader.outputs().read_as("default", "fx", id, offset)
+            })
+            .await
+            .unwrap_or_else(|e| panic!("output {id} (complete: {complete}, on B: {on_b}): {e}"));
             text.push_str(&page.text);
             match page.next_offset {
                 Some(next) => offset = next,
@@ -575,8 +575,8 @@ async fn the_chaos_suite() {
             "output {id}"
         );
     }
-    let mended = reader.reindex_results().await.unwrap();
-    let again = reader.reindex_results().await.unwrap();
+    let mended = reader.outputs().reindex().await.unwrap();
+    let again = reader.outputs().reindex().await.unwrap();
     assert_eq!((again.added, again.removed), (0, 0), "{again:?}");
     assert_eq!(again.stored, again.indexed, "{again:?}");
     assert_eq!(again.unattributed + again.unreadable, 0, "{again:?}");

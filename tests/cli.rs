@@ -1,6 +1,6 @@
 //! The `airlock` binary end to end: error codes and exit status with `--json` (the bundled
-//! demo server as a real child process), the `airlock demo` walkthrough, and
-//! `airlock plugin run` replaying a stage offline.
+//! demo server as a real child process), the `airlock demo` walkthrough,
+//! `airlock plugin run` replaying a stage offline, and the embedding example.
 
 mod support;
 
@@ -277,5 +277,30 @@ fn plugins_can_be_checked_and_pinned_by_digest() {
     assert!(
         err.contains("adapters.content") && err.contains("64 hex digits"),
         "{err}"
+    );
+}
+
+/// The embedding example (`host/examples/embed.rs`, shown in the README) runs as
+/// written: it starts Airlock on the demo server, lists its tools, calls one whose result
+/// outgrows the preview, pages the rest back whole, and closes.
+#[test]
+fn the_embedding_example_runs() {
+    let out = std::process::Command::new(support::example_binary("embed"))
+        .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
+        .output()
+        .expect("run the embed example");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("service demo: connected"), "{stdout}");
+    assert!(stdout.contains("tool mcp__demo__echo (echo)"), "{stdout}");
+    assert!(
+        stdout
+            .contains("called mcp__demo__echo: 98304 bytes, preview 49152 bytes, complete: false"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("paged back 98304 bytes: same text: true"),
+        "{stdout}"
     );
 }

@@ -253,6 +253,7 @@ async fn the_library_redacts_progress_errors_resources_and_prompts() {
     let mut events = airlock.events();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let out = airlock
+        .calls()
         .call_with(
             "mcp__leaky__noisy",
             json!({}),
@@ -279,33 +280,41 @@ async fn the_library_redacts_progress_errors_resources_and_prompts() {
     }
 
     let err = airlock
+        .calls()
         .call("mcp__raw__refuse", json!({}), None)
         .await
         .unwrap_err();
     clean("a JSON-RPC error", &err.message);
     let refused = airlock
+        .calls()
         .call("mcp__leaky__refuse", json!({}), None)
         .await
         .unwrap();
     assert!(refused.is_error);
     clean("an isError result", &refused.preview);
 
-    let listed = airlock.list_resources("default", None).await.unwrap();
+    let listed = airlock
+        .resources()
+        .list_resources("default", None)
+        .await
+        .unwrap();
     clean("resources/list", &Value::Array(listed).to_string());
     let read = airlock
+        .resources()
         .read_resource("default", "leaky", "leaky://config")
         .await
         .unwrap();
     clean("resources/read", &read.to_string());
     let prompt = airlock
+        .resources()
         .get_prompt("default", "leaky", "greet", json!({"name": "Ada"}))
         .await
         .unwrap();
     clean("prompts/get", &prompt.to_string());
-    for tool in airlock.tools() {
+    for tool in airlock.catalog().tools() {
         clean("the catalog", &serde_json::to_string(&tool).unwrap());
     }
-    for report in airlock.status() {
+    for report in airlock.services().status() {
         clean("status", &serde_json::to_string(&report).unwrap());
     }
     airlock.close().await;

@@ -19,6 +19,7 @@ async fn the_reference_server_sees_only_the_minimal_environment_and_secrets_are_
     let ws = workspace("");
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
     let out = airlock
+        .calls()
         .call("mcp__everything__get-env", json!({}), None)
         .await
         .unwrap();
@@ -96,6 +97,7 @@ async fn failing_servers_are_reported_and_do_not_block_the_others() {
         started.elapsed()
     );
     let status: std::collections::BTreeMap<String, ServiceStatus> = airlock
+        .services()
         .status()
         .into_iter()
         .map(|s| (s.service, s.status))
@@ -131,11 +133,13 @@ async fn failing_servers_are_reported_and_do_not_block_the_others() {
     );
 
     let out = airlock
+        .calls()
         .call("mcp__good__echo", json!({"text": "still here"}), None)
         .await
         .unwrap();
     assert_eq!(out.preview, "still here");
     let err = airlock
+        .calls()
         .call("mcp__missing__echo", json!({}), None)
         .await
         .unwrap_err();
@@ -143,6 +147,7 @@ async fn failing_servers_are_reported_and_do_not_block_the_others() {
     assert_eq!(err.code, ErrorCode::ServiceUnavailable, "{err}");
     assert!(err.message.contains("not found"), "{err}");
     let err = airlock
+        .calls()
         .call("mcp__nosuchservice__echo", json!({}), None)
         .await
         .unwrap_err();

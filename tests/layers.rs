@@ -20,6 +20,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("transport", &[][..]),
         ("alloc", &[][..]),
         ("storage", &[][..]),
+        ("mcp", &[][..]),
         ("oauth", &["config", "secrets"][..]),
         (
             "session",
@@ -31,9 +32,10 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "secrets",
                 "events",
                 "error",
+                "mcp",
             ][..],
         ),
-        ("plugin", &["config", "secrets", "telemetry"][..]),
+        ("plugin", &["config", "secrets", "telemetry", "mcp"][..]),
         ("results", &["digest", "config", "storage", "telemetry"][..]),
         ("registry", &["config", "storage"][..]),
         ("catalog", &["plugin", "registry", "digest"][..]),
@@ -53,6 +55,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "session",
                 "digest",
                 "telemetry",
+                "mcp",
             ][..],
         ),
         (
@@ -68,6 +71,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "secrets",
                 "session",
                 "telemetry",
+                "mcp",
             ][..],
         ),
     ])

@@ -21,6 +21,7 @@ fn raw_entry(name: &str, mode: &str, extra: &str) -> String {
 
 fn failed_reason(airlock: &Airlock, service: &str) -> String {
     let report = airlock
+        .services()
         .status()
         .into_iter()
         .find(|r| r.service == service)
@@ -48,10 +49,14 @@ async fn catalogs_over_10000_tools_or_32_mib_are_refused() {
     let huge = failed_reason(&airlock, "huge");
     assert!(huge.contains("33554432 bytes"), "{huge}");
     assert!(
-        airlock.tools().iter().all(|t| t.service == "fine"),
+        airlock
+            .catalog()
+            .tools()
+            .iter()
+            .all(|t| t.service == "fine"),
         "nothing of the refused catalogs is offered"
     );
-    assert!(!airlock.tools().is_empty());
+    assert!(!airlock.catalog().tools().is_empty());
     airlock.close().await;
 }
 
@@ -69,7 +74,11 @@ async fn unreadable_answers_fail_their_call_at_once_and_the_session_carries_on()
         ("mcp__raw__oversize", "40 MiB message limit"),
     ] {
         let started = Instant::now();
-        let err = airlock.call(tool, json!({}), None).await.unwrap_err();
+        let err = airlock
+            .calls()
+            .call(tool, json!({}), None)
+            .await
+            .unwrap_err();
         assert_eq!(err.code, ErrorCode::ToolError, "{tool}: {err}");
         assert!(err.message.contains(says), "{tool}: {err}");
         assert!(
@@ -77,8 +86,9 @@ async fn unreadable_answers_fail_their_call_at_once_and_the_session_carries_on()
             "{tool} failed at once, not at its timeout ({:?})",
             started.elapsed()
         );
-        let pid = airlock.session_pid("default", "raw").await;
+        let pid = airlock.services().session_pid("default", "raw").await;
         let after = airlock
+            .calls()
             .call("mcp__raw__exotic", json!({}), None)
             .await
             .unwrap();
@@ -87,7 +97,7 @@ async fn unreadable_answers_fail_their_call_at_once_and_the_session_carries_on()
             "{tool}: the session still works"
         );
         assert_eq!(
-            airlock.session_pid("default", "raw").await,
+            airlock.services().session_pid("default", "raw").await,
             pid,
             "{tool}: the same session carried on"
         );
@@ -104,6 +114,7 @@ async fn exports_are_parts_with_an_index_and_at_most_512_of_them() {
     ));
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
     let out = airlock
+        .calls()
         .call(
             "mcp__fx__big_text",
             json!({"size": 1200, "char": "é"}),
@@ -115,7 +126,9 @@ async fn exports_are_parts_with_an_index_and_at_most_512_of_them() {
     let folder = tempfile::tempdir().unwrap();
 
     let err = airlock
-        .export_output("default", "fx", &id, folder.path(), Some(4))
+        .outputs()
+        .export("default", "fx", &id, folder.path(), Some(4))
+        .await
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::InvalidArguments);
     assert!(
@@ -129,7 +142,9 @@ async fn exports_are_parts_with_an_index_and_at_most_512_of_them() {
     );
 
     let export = airlock
-        .export_output("default", "fx", &id, folder.path(), Some(7))
+        .outputs()
+        .export("default", "fx", &id, folder.path(), Some(7))
+        .await
         .unwrap();
     assert_eq!(
         export.parts.len(),
@@ -152,13 +167,17 @@ async fn exports_are_parts_with_an_index_and_at_most_512_of_them() {
 
     let whole = tempfile::tempdir().unwrap();
     let single = airlock
-        .export_output("default", "fx", &id, whole.path(), None)
+        .outputs()
+        .export("default", "fx", &id, whole.path(), None)
+        .await
         .unwrap();
     assert_eq!(single.parts.len(), 1);
     assert!(single.index.is_none());
 
     let denied = airlock
-        .export_output("someone-else", "fx", &id, whole.path(), None)
+        .outputs()
+        .export("someone-else", "fx", &id, whole.path(), None)
+        .await
         .unwrap_err();
     assert_eq!(denied.code, ErrorCode::ServiceAccessDenied);
     airlock.close().await;
@@ -209,6 +228,7 @@ async fn a_30_mib_result_full_of_secrets_is_redacted_retained_and_pages_back_exa
     ));
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
     let out = airlock
+        .calls()
         .call("mcp__raw__salted", json!({"size": SIZE}), None)
         .await
         .unwrap();
@@ -244,7 +264,11 @@ async fn a_30_mib_result_full_of_secrets_is_redacted_retained_and_pages_back_exa
     let mut paged = String::with_capacity(expected.len());
     let mut offset = 0;
     loop {
-        let page = airlock.read_output("raw", &output_id, offset).unwrap();
+        let page = airlock
+            .outputs()
+            .read("raw", &output_id, offset)
+            .await
+            .unwrap();
         paged.push_str(&page.text);
         match page.next_offset {
             Some(next) => offset = next,
@@ -254,8 +278,8 @@ async fn a_30_mib_result_full_of_secrets_is_redacted_retained_and_pages_back_exa
     assert!(paged == expected, "the pages rejoin to the redacted text");
     assert!(!paged.contains(TOKEN));
     // Once on disk, it reads back the same.
-    airlock.flush_results().await;
-    let first = airlock.read_output("raw", &output_id, 0).unwrap();
+    airlock.outputs().flush().await;
+    let first = airlock.outputs().read("raw", &output_id, 0).await.unwrap();
     assert!(expected.starts_with(&first.text) && !first.text.is_empty());
     airlock.close().await;
 }

@@ -55,12 +55,14 @@ adapter_config = { policy = { deny = ["ru?"], deny_arguments = [{ name = "wipe_r
     let ws = workspace(&[("p", rules)]);
     let airlock = start(&ws, None).await;
     airlock
+        .services()
         .set_roots("default", vec!["/srv/notes".into()])
         .await;
     let mut events = airlock.events();
 
     // Allowed: inside the roots.
     let out = airlock
+        .calls()
         .call(
             "mcp__p__read_note",
             json!({"path": "/srv/notes/a.md"}),
@@ -89,13 +91,14 @@ adapter_config = { policy = { deny = ["ru?"], deny_arguments = [{ name = "wipe_r
             "rule deny_arguments:wipe_root",
         ),
     ] {
-        let err = airlock.call(tool, args, None).await.unwrap_err();
+        let err = airlock.calls().call(tool, args, None).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::PolicyDenied, "{tool}: {err}");
         assert!(err.message.contains(says), "{tool}: {err}");
     }
     // A destructive tool needs a person; with no one to ask, it is denied and the
     // question is in the message.
     let err = airlock
+        .calls()
         .call(
             "mcp__p__wipe_notes",
             json!({"folder": "/srv/notes/old"}),
@@ -160,12 +163,14 @@ adapter_config = { policy = { ask_destructive = true } }"#;
     };
     let airlock = start(&ws, Some(Arc::new(approver))).await;
     let out = airlock
+        .calls()
         .call("mcp__p__wipe_notes", json!({"folder": "/tmp/old"}), None)
         .await
         .unwrap();
     assert!(out.preview.contains("wipe_notes"), "yes: it ran");
     answer.store(false, std::sync::atomic::Ordering::SeqCst);
     let err = airlock
+        .calls()
         .call("mcp__p__wipe_notes", json!({"folder": "/tmp/new"}), None)
         .await
         .unwrap_err();
@@ -192,6 +197,7 @@ adapter_config = { policy = { deny = ["run"], mode = "audit" } }"#;
     let airlock = start(&ws, None).await;
     let mut events = airlock.events();
     let out = airlock
+        .calls()
         .call("mcp__p__run", json!({"command": "ls"}), None)
         .await
         .unwrap();
@@ -242,6 +248,7 @@ async fn rewrites_traps_withholds_and_replacements() {
 
     // Rewrite: the server sees the policy's arguments.
     let out = airlock
+        .calls()
         .call("mcp__rewrite__run", json!({"command": "deploy"}), None)
         .await
         .unwrap();
@@ -250,6 +257,7 @@ async fn rewrites_traps_withholds_and_replacements() {
 
     // A trapping policy: closed denies (naming the trap), open lets the call through.
     let err = airlock
+        .calls()
         .call("mcp__closed__run", json!({"command": "ls"}), None)
         .await
         .unwrap_err();
@@ -257,6 +265,7 @@ async fn rewrites_traps_withholds_and_replacements() {
     assert!(err.message.contains("fails closed"), "{err}");
     assert!(arrived(&ws, "closed").is_empty());
     airlock
+        .calls()
         .call("mcp__open__run", json!({"command": "ls"}), None)
         .await
         .unwrap();
@@ -264,6 +273,7 @@ async fn rewrites_traps_withholds_and_replacements() {
 
     // Withheld: the call ran, its result does not leave.
     let err = airlock
+        .calls()
         .call("mcp__withhold__secret_report", json!({}), None)
         .await
         .unwrap_err();
@@ -273,6 +283,7 @@ async fn rewrites_traps_withholds_and_replacements() {
 
     // Replaced: the replacement is redacted like any result.
     let out = airlock
+        .calls()
         .call("mcp__replace__secret_report", json!({}), None)
         .await
         .unwrap();
@@ -293,6 +304,7 @@ async fn a_plugin_built_for_contract_0_1_runs_beside_0_2_plugins() {
     )]);
     let airlock = start(&ws, None).await;
     let out = airlock
+        .calls()
         .call("mcp__p__read_note", json!({"path": "/a"}), None)
         .await
         .unwrap();
@@ -302,6 +314,7 @@ async fn a_plugin_built_for_contract_0_1_runs_beside_0_2_plugins() {
         out.preview
     );
     let err = airlock
+        .calls()
         .call("mcp__p__run", json!({"command": "ls"}), None)
         .await
         .unwrap_err();
@@ -350,6 +363,7 @@ async fn policy_settings_are_checked_at_load() {
     )]);
     let airlock = start(&ws, None).await;
     let err = airlock
+        .calls()
         .call("mcp__p__run", json!({"command": "ls"}), None)
         .await
         .unwrap_err();
@@ -468,7 +482,7 @@ adapter_config = { policy = { ask_destructive = true } }"#;
     let asked_so_far = || asked.load(std::sync::atomic::Ordering::SeqCst);
     let wipe = |args: Value| {
         let airlock = &airlock;
-        async move { airlock.call("mcp__p__wipe_notes", args, None).await }
+        async move { airlock.calls().call("mcp__p__wipe_notes", args, None).await }
     };
 
     // Approved and remembered for these arguments: the same arguments, in another key
@@ -487,7 +501,7 @@ adapter_config = { policy = { ask_destructive = true } }"#;
     assert_eq!(asked_so_far(), 2);
 
     // The grant is in the registry, and `airlock grants` lists and revokes it.
-    let grants = airlock.approvals(Some("default")).unwrap();
+    let grants = airlock.access().approvals(Some("default")).unwrap();
     assert_eq!(grants.len(), 1, "{grants:?}");
     assert_eq!(
         (
@@ -576,6 +590,7 @@ adapter_config = {{ policy = {{ max_result_chars = 10 }} }}"#
     let mut events = airlock.events();
 
     let out = airlock
+        .calls()
         .call("mcp__js__read_note", json!({"path": "/srv/a.md"}), None)
         .await
         .unwrap();
@@ -593,12 +608,13 @@ adapter_config = {{ policy = {{ max_result_chars = 10 }} }}"#
             "Allow wipe_notes on js?",
         ),
     ] {
-        let err = airlock.call(tool, args, None).await.unwrap_err();
+        let err = airlock.calls().call(tool, args, None).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::PolicyDenied, "{tool}: {err}");
         assert!(err.message.contains(says), "{tool}: {err}");
     }
     // Rewritten: the server sees the command withheld.
     airlock
+        .calls()
         .call(
             "mcp__js__run",
             json!({"command": "cat ~/.ssh/id_rsa"}),
@@ -616,6 +632,7 @@ adapter_config = {{ policy = {{ max_result_chars = 10 }} }}"#
 
     // Withheld after the server ran it: the result is longer than the cap.
     let err = airlock
+        .calls()
         .call("mcp__capped__read_note", json!({"path": "/srv/a.md"}), None)
         .await
         .unwrap_err();
@@ -657,6 +674,7 @@ async fn an_instance_whose_memory_creeps_up_is_recycled_before_the_cap() {
     let airlock = start(&ws, None).await;
     for i in 0..40 {
         let out = airlock
+            .calls()
             .call(
                 "mcp__leaky__read_note",
                 json!({"path": format!("/n/{i}")}),

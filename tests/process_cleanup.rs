@@ -14,6 +14,7 @@ async fn no_process_survives_close_including_grandchildren() {
     let ws = Workspace::new(&secret_entry("fx", ""));
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
     let out = airlock
+        .calls()
         .call("mcp__fx__spawn_grandchild", json!({}), None)
         .await
         .unwrap();

@@ -457,6 +457,7 @@ async fn an_embedder_answers_per_call_and_a_server_that_keeps_asking_is_stopped(
             ..Default::default()
         };
         let out = airlock
+            .calls()
             .call_with(
                 &format!("mcp__{service}__confirm"),
                 json!({"action": "wipe"}),
@@ -464,7 +465,7 @@ async fn an_embedder_answers_per_call_and_a_server_that_keeps_asking_is_stopped(
             )
             .await
             .unwrap_or_else(|e| panic!("{service}: {e}"));
-        assert_eq!(out.content[0]["text"], "wipe: approved", "{service}");
+        assert_eq!(out.content_json()[0]["text"], "wipe: approved", "{service}");
         assert_eq!(asker.0.load(Ordering::SeqCst), 1, "{service}");
     }
     let asker = Arc::new(YesSayer(AtomicUsize::new(0)));
@@ -473,6 +474,7 @@ async fn an_embedder_answers_per_call_and_a_server_that_keeps_asking_is_stopped(
         ..Default::default()
     };
     let refused = airlock
+        .calls()
         .call_with("mcp__m__nag", json!({"action": "go"}), options)
         .await
         .expect_err("a server that never finishes is refused");
@@ -504,10 +506,12 @@ async fn a_url_a_server_sends_the_user_to_passes_the_policy_first() {
             ..Default::default()
         };
         let out = airlock
+            .calls()
             .call_with("mcp__l__sign_in", json!({"site": site}), options)
             .await
             .unwrap_or_else(|e| panic!("{site}: {e}"));
-        let text = out.content[0]["text"].as_str().unwrap_or_default();
+        let blocks = out.content_json();
+        let text = blocks[0]["text"].as_str().unwrap_or_default();
         assert!(text.contains(said), "{site}: {text}");
         assert_eq!(asker.0.load(Ordering::SeqCst), asked, "{site}: {text}");
     }

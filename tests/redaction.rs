@@ -65,6 +65,7 @@ async fn a_secret_echoed_by_the_server_is_redacted_marked_and_never_stored() {
     let ws = Workspace::new(&secret_entry("fx", ""));
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
     let out = airlock
+        .calls()
         .call("mcp__fx__leak_secret", json!({}), None)
         .await
         .unwrap();
@@ -79,6 +80,7 @@ async fn a_secret_echoed_by_the_server_is_redacted_marked_and_never_stored() {
     assert_eq!(out.redactions[0].location, "content[0]");
 
     let out = airlock
+        .calls()
         .call("mcp__fx__structured_secret", json!({}), None)
         .await
         .unwrap();
@@ -98,6 +100,7 @@ async fn a_secret_echoed_by_the_server_is_redacted_marked_and_never_stored() {
     // A provider-shaped token the server prints is caught by the built-in patterns.
     let gh = format!("ghp_{}", "A".repeat(36));
     let out = airlock
+        .calls()
         .call(
             "mcp__fx__echo",
             json!({"text": format!("token {gh} here")}),
@@ -129,6 +132,7 @@ async fn configured_patterns_extend_redaction() {
     ));
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
     let out = airlock
+        .calls()
         .call("mcp__fx__echo", json!({"text": "key acme_abcd1234!"}), None)
         .await
         .unwrap();
@@ -140,7 +144,7 @@ async fn configured_patterns_extend_redaction() {
         "adapter_config = { redaction = { patterns = [\"(unclosed\"] } }",
     ));
     let airlock = Airlock::start(bad.load(), bad.options()).await.unwrap();
-    match &airlock.status()[0].status {
+    match &airlock.services().status()[0].status {
         ServiceStatus::Failed { reason } => assert!(
             reason.contains("patterns[0]") && reason.contains("builtin:standard"),
             "{reason}"
@@ -171,6 +175,7 @@ async fn a_credential_expanded_into_args_is_a_known_secret() {
     let ws = Workspace::new("");
     let airlock = Airlock::start(config, ws.options()).await.unwrap();
     let out = airlock
+        .calls()
         .call(
             "mcp__fx__echo",
             json!({"text": format!("the token is {ARG_SECRET}")}),

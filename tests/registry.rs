@@ -555,26 +555,38 @@ fn reconcile_takes_in_added_tested_changed_and_removed_servers_and_keeps_the_res
     let airlock = rt
         .block_on(Airlock::start(load_running(&ws), ws.options()))
         .unwrap();
-    let echo =
-        |tool: &str| rt.block_on(airlock.call(tool, serde_json::json!({"text": "hi"}), None));
-    let pid_of = |service: &str| rt.block_on(airlock.session_pid(DEFAULT_AGENT, service));
+    let echo = |tool: &str| {
+        rt.block_on(
+            airlock
+                .calls()
+                .call(tool, serde_json::json!({"text": "hi"}), None),
+        )
+    };
+    let pid_of =
+        |service: &str| rt.block_on(airlock.services().session_pid(DEFAULT_AGENT, service));
     assert_eq!(echo("mcp__fx__echo").unwrap().preview, "hi");
     let first = pid_of("fx").expect("fx has a session");
 
     // The same definitions again: nothing changes, the live session stays.
-    let same = rt.block_on(airlock.reconcile(&load_running(&ws).servers));
+    let same = rt.block_on(airlock.services().reconcile(&load_running(&ws).servers));
     assert!(same.is_empty(), "{same:?}");
     assert_eq!(pid_of("fx"), Some(first));
 
     // Added in the registry: known at once, offered once tested.
     ok(&add_fixture(&ws, "py23", &[]));
-    let added = rt.block_on(airlock.reconcile(&load_running(&ws).servers));
+    let added = rt.block_on(airlock.services().reconcile(&load_running(&ws).servers));
     assert_eq!(added.added, ["py23"], "{added:?}");
-    assert!(!airlock.tools().iter().any(|t| t.service == "py23"));
+    assert!(
+        !airlock
+            .catalog()
+            .tools()
+            .iter()
+            .any(|t| t.service == "py23")
+    );
     ok(&ws.run(&["servers", "test", "py23"], &[]));
-    let tested = rt.block_on(airlock.reconcile(&load_running(&ws).servers));
+    let tested = rt.block_on(airlock.services().reconcile(&load_running(&ws).servers));
     assert_eq!(tested.tested, ["py23"], "{tested:?}");
-    let again = rt.block_on(airlock.reconcile(&load_running(&ws).servers));
+    let again = rt.block_on(airlock.services().reconcile(&load_running(&ws).servers));
     assert!(
         again.is_empty(),
         "a registry service loads the same each time: {again:?}"
@@ -591,7 +603,7 @@ fn reconcile_takes_in_added_tested_changed_and_removed_servers_and_keeps_the_res
         "fx",
         "env = { RELOADED = \"1\" }",
     ));
-    let changed = rt.block_on(airlock.reconcile(&load_running(&ws).servers));
+    let changed = rt.block_on(airlock.services().reconcile(&load_running(&ws).servers));
     assert_eq!(changed.changed, ["fx"], "{changed:?}");
     // A config-file service is cataloged by connecting: a new server process.
     assert_ne!(pid_of("fx"), Some(first));
@@ -605,16 +617,32 @@ fn reconcile_takes_in_added_tested_changed_and_removed_servers_and_keeps_the_res
     }
     assert_eq!(echo("mcp__fx__echo").unwrap().preview, "hi");
     let env = rt
-        .block_on(airlock.call("mcp__fx__env_names", serde_json::json!({}), None))
+        .block_on(
+            airlock
+                .calls()
+                .call("mcp__fx__env_names", serde_json::json!({}), None),
+        )
         .unwrap();
     assert!(env.preview.contains("RELOADED"), "{}", env.preview);
 
     // Removed: its tools leave and a call to one is refused.
     ok(&ws.run(&["servers", "remove", "py23"], &[]));
-    let removed = rt.block_on(airlock.reconcile(&load_running(&ws).servers));
+    let removed = rt.block_on(airlock.services().reconcile(&load_running(&ws).servers));
     assert_eq!(removed.removed, ["py23"], "{removed:?}");
-    assert!(!airlock.tools().iter().any(|t| t.service == "py23"));
-    assert!(airlock.status().iter().all(|s| s.service != "py23"));
+    assert!(
+        !airlock
+            .catalog()
+            .tools()
+            .iter()
+            .any(|t| t.service == "py23")
+    );
+    assert!(
+        airlock
+            .services()
+            .status()
+            .iter()
+            .all(|s| s.service != "py23")
+    );
     assert!(echo("mcp__py23__echo").is_err());
     rt.block_on(airlock.close());
 }
@@ -739,6 +767,7 @@ async fn another_host_follows_run_time_disables_grants_and_definitions() {
     let mut events = b.events();
     let fx_status = |airlock: &Airlock| {
         airlock
+            .services()
             .status()
             .into_iter()
             .find(|r| r.service == "fx")
@@ -749,6 +778,7 @@ async fn another_host_follows_run_time_disables_grants_and_definitions() {
         let airlock = airlock.clone();
         async move {
             airlock
+                .calls()
                 .call("mcp__fx__echo", serde_json::json!({"text": "hi"}), None)
                 .await
         }
@@ -756,7 +786,7 @@ async fn another_host_follows_run_time_disables_grants_and_definitions() {
     echo(&b).await.unwrap();
 
     // Disabled on A: B closes its session and refuses the service after its next look.
-    a.set_enabled("fx", false).await.unwrap();
+    a.services().set_enabled("fx", false).await.unwrap();
     assert!(!b.take_in_changes().await.unwrap(), "no definition moved");
     assert_eq!(fx_status(&b), ServiceStatus::Disabled);
     let refused = echo(&b).await.unwrap_err();
@@ -773,13 +803,13 @@ async fn another_host_follows_run_time_disables_grants_and_definitions() {
     c.close().await;
 
     // Enabled again on A: B offers it again.
-    a.set_enabled("fx", true).await.unwrap();
+    a.services().set_enabled("fx", true).await.unwrap();
     assert!(!b.take_in_changes().await.unwrap());
     assert_ne!(fx_status(&b), ServiceStatus::Disabled);
     echo(&b).await.unwrap();
 
     // A grant given on A is an event on B (the gateway turns it into list_changed).
-    a.grant("alice", "fx").unwrap();
+    a.access().grant("alice", "fx").unwrap();
     b.take_in_changes().await.unwrap();
     let mut heard_grant = false;
     while let Ok(event) = events.try_recv() {

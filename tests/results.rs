@@ -23,10 +23,14 @@ fn digest(bytes: &[u8]) -> String {
     )
 }
 
-fn read_all(airlock: &Airlock, agent: &str, service: &str, id: &str) -> String {
+async fn read_all(airlock: &Airlock, agent: &str, service: &str, id: &str) -> String {
     let (mut offset, mut text, mut pages) = (0, String::new(), 0);
     loop {
-        let page = airlock.read_output_as(agent, service, id, offset).unwrap();
+        let page = airlock
+            .outputs()
+            .read_as(agent, service, id, offset)
+            .await
+            .unwrap();
         assert!(page.text.len() <= DEFAULT_PREVIEW);
         text.push_str(&page.text);
         pages += 1;
@@ -48,6 +52,7 @@ async fn a_5_mib_result_is_kept_whole_previewed_and_paged_back_exactly() {
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
     let size = 5 << 20;
     let out = airlock
+        .calls()
         .call("mcp__fx__big_text", json!({"size": size}), None)
         .await
         .unwrap();
@@ -59,7 +64,7 @@ async fn a_5_mib_result_is_kept_whole_previewed_and_paged_back_exactly() {
         "the largest preview that fits"
     );
     let id = out.retained.output_id.clone().unwrap();
-    let text = read_all(&airlock, "default", "fx", &id);
+    let text = read_all(&airlock, "default", "fx", &id).await;
     assert_eq!(text.len(), size);
     assert_eq!(digest(text.as_bytes()), out.retained.digest);
     airlock.close().await;
@@ -78,6 +83,7 @@ async fn multibyte_text_is_cut_on_character_boundaries() {
     let airlock = Airlock::start(ws.load(), options).await.unwrap();
     // "✓" is 3 bytes: 4096 bytes hold 1365 of them (4095 bytes), never a partial one.
     let out = airlock
+        .calls()
         .call(
             "mcp__fx__big_text",
             json!({"size": 5000, "char": "✓"}),
@@ -88,10 +94,16 @@ async fn multibyte_text_is_cut_on_character_boundaries() {
     assert_eq!(out.preview.len(), 4095);
     assert!(out.preview.chars().all(|c| c == '✓'));
     let id = out.retained.output_id.clone().unwrap();
-    let page = airlock.read_output_as("default", "fx", &id, 4095).unwrap();
+    let page = airlock
+        .outputs()
+        .read_as("default", "fx", &id, 4095)
+        .await
+        .unwrap();
     assert_eq!(page.text.len(), 4095);
     let err = airlock
-        .read_output_as("default", "fx", &id, 4096)
+        .outputs()
+        .read_as("default", "fx", &id, 4096)
+        .await
         .unwrap_err();
     assert_eq!(
         err.code,
@@ -111,11 +123,13 @@ async fn the_preview_size_is_chosen_per_agent() {
         ..Default::default()
     };
     let small = airlock
+        .calls()
         .call_with("mcp__fx__big_text", json!({"size": 100_000}), compact)
         .await
         .unwrap();
     assert_eq!(small.preview.len(), COMPACT_PREVIEW);
     let full = airlock
+        .calls()
         .call("mcp__fx__big_text", json!({"size": 100_000}), None)
         .await
         .unwrap();
@@ -136,6 +150,7 @@ async fn a_result_over_the_retention_limit_is_not_kept_and_the_call_says_so() {
     };
     let airlock = Airlock::start(ws.load(), options).await.unwrap();
     let out = airlock
+        .calls()
         .call("mcp__fx__big_text", json!({"size": 2 << 20}), None)
         .await
         .unwrap();
@@ -207,11 +222,12 @@ async fn s3_credentials_are_checked_at_start_up() {
     let ws = Workspace::with_storage(&fixture, &s3_results(&endpoint, &id, &secret));
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
     let out = airlock
+        .calls()
         .call("mcp__fx__big_text", json!({"size": 200_000}), None)
         .await
         .unwrap();
     let output_id = out.retained.output_id.clone().expect("kept");
-    let text = read_all(&airlock, "default", "fx", output_id.as_str());
+    let text = read_all(&airlock, "default", "fx", output_id.as_str()).await;
     assert_eq!(digest(text.as_bytes()), out.retained.digest);
     let ready = airlock.readiness().await;
     assert!(ready.ready, "{}", serde_json::to_value(&ready).unwrap());
@@ -257,6 +273,7 @@ async fn the_index_is_mended_against_the_store() {
     // A small output (a row of the small-outputs database, locally) and a large one.
     for size in [100, 200_000] {
         let out = airlock
+            .calls()
             .call("mcp__fx__big_text", json!({"size": size}), None)
             .await
             .unwrap();
@@ -279,7 +296,7 @@ async fn the_index_is_mended_against_the_store() {
     });
 
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
-    let done = airlock.reindex_results().await.unwrap();
+    let done = airlock.outputs().reindex().await.unwrap();
     assert_eq!((done.stored, done.indexed), (2, 2), "{done:?}");
     assert_eq!((done.added, done.removed), (1, 1), "{done:?}");
     assert_eq!(done.unattributed + done.unreadable, 0, "{done:?}");
@@ -292,7 +309,7 @@ async fn the_index_is_mended_against_the_store() {
     listed.sort();
     ids.sort();
     assert_eq!(listed, ids);
-    let again = airlock.reindex_results().await.unwrap();
+    let again = airlock.outputs().reindex().await.unwrap();
     assert_eq!((again.added, again.removed), (0, 0), "{again:?}");
     airlock.close().await;
 }

@@ -205,11 +205,13 @@ async fn a_failing_redaction_stage_never_lets_the_result_out() {
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
     assert!(
         airlock
+            .services()
             .status()
             .iter()
             .all(|s| matches!(s.status, ServiceStatus::Connected { .. }))
     );
     let err = airlock
+        .calls()
         .call("mcp__guarded__leak_secret", json!({}), None)
         .await
         .unwrap_err();
@@ -221,6 +223,7 @@ async fn a_failing_redaction_stage_never_lets_the_result_out() {
     );
     assert!(!err.message.contains(secret));
     let ok = airlock
+        .calls()
         .call("mcp__plain__echo", json!({"text": "fine"}), None)
         .await
         .unwrap();
@@ -326,7 +329,12 @@ async fn runaway_plugins_do_not_delay_calls_on_other_services() {
             } else {
                 "mcp__spin_b__echo"
             };
-            tokio::spawn(async move { airlock.call(tool, json!({"text": "spin"}), None).await })
+            tokio::spawn(async move {
+                airlock
+                    .calls()
+                    .call(tool, json!({"text": "spin"}), None)
+                    .await
+            })
         })
         .collect();
     // The echo round trips take milliseconds; give the runaway calls time to reach
@@ -334,6 +342,7 @@ async fn runaway_plugins_do_not_delay_calls_on_other_services() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     for i in 0..8 {
         let out = airlock
+            .calls()
             .call(
                 "mcp__calm__echo",
                 json!({"text": format!("calm {i}")}),

@@ -35,37 +35,62 @@ async fn each_agent_gets_its_own_session_and_reconnects_are_new_sessions() {
         ..Default::default()
     };
     airlock
+        .calls()
         .call_with("mcp__fx__echo", json!({"text": "a"}), a.clone())
         .await
         .unwrap();
     airlock
+        .calls()
         .call_with("mcp__fx__echo", json!({"text": "b"}), b.clone())
         .await
         .unwrap();
-    let pid_a = airlock.session_pid("agent-a", "fx").await.unwrap();
-    let pid_b = airlock.session_pid("agent-b", "fx").await.unwrap();
+    let pid_a = airlock
+        .services()
+        .session_pid("agent-a", "fx")
+        .await
+        .unwrap();
+    let pid_b = airlock
+        .services()
+        .session_pid("agent-b", "fx")
+        .await
+        .unwrap();
     assert_ne!(pid_a, pid_b, "agents share no connection");
     assert!(
         matches!(
-            airlock.status()[0].status,
+            airlock.services().status()[0].status,
             ServiceStatus::Connected { sessions: 3, .. }
         ),
         "{:?}",
-        airlock.status()
+        airlock.services().status()
     );
 
     // Disconnect keeps everything; the next call reconnects as a new session.
-    airlock.disconnect("agent-a", "fx").await;
-    assert!(airlock.session_pid("agent-a", "fx").await.is_none());
+    airlock.services().disconnect("agent-a", "fx").await;
+    assert!(
+        airlock
+            .services()
+            .session_pid("agent-a", "fx")
+            .await
+            .is_none()
+    );
     airlock
+        .calls()
         .call_with("mcp__fx__echo", json!({"text": "again"}), a.clone())
         .await
         .unwrap();
-    let pid_a2 = airlock.session_pid("agent-a", "fx").await.unwrap();
+    let pid_a2 = airlock
+        .services()
+        .session_pid("agent-a", "fx")
+        .await
+        .unwrap();
     assert_ne!(pid_a, pid_a2);
     // Reset reconnects at once.
-    airlock.reset("agent-b", "fx").await.unwrap();
-    let pid_b2 = airlock.session_pid("agent-b", "fx").await.unwrap();
+    airlock.services().reset("agent-b", "fx").await.unwrap();
+    let pid_b2 = airlock
+        .services()
+        .session_pid("agent-b", "fx")
+        .await
+        .unwrap();
     assert_ne!(pid_b, pid_b2);
 
     let mut reconnects = 0;
@@ -109,6 +134,7 @@ async fn the_session_limit_refuses_instead_of_evicting() {
         ..Default::default()
     };
     let err = airlock
+        .calls()
         .call_with("mcp__fx__echo", json!({"text": "x"}), other.clone())
         .await
         .unwrap_err();
@@ -116,11 +142,13 @@ async fn the_session_limit_refuses_instead_of_evicting() {
     assert!(err.message.contains("limit (1)"), "{}", err.message);
     // The default agent's session was not closed to make room.
     airlock
+        .calls()
         .call("mcp__fx__echo", json!({"text": "still mine"}), None)
         .await
         .unwrap();
-    airlock.disconnect("default", "fx").await;
+    airlock.services().disconnect("default", "fx").await;
     airlock
+        .calls()
         .call_with("mcp__fx__echo", json!({"text": "now"}), other)
         .await
         .unwrap();
@@ -138,6 +166,7 @@ async fn cancellation_waits_for_the_grace_period_then_warns() {
         trigger.cancel();
     });
     let err = airlock
+        .calls()
         .call_with(
             "mcp__raw__stuck",
             json!({}),
@@ -153,6 +182,7 @@ async fn cancellation_waits_for_the_grace_period_then_warns() {
     // and carries a warning.
     let started = Instant::now();
     let out = airlock
+        .calls()
         .call("mcp__raw__exotic", json!({}), None)
         .await
         .unwrap();
@@ -171,6 +201,7 @@ async fn cancellation_waits_for_the_grace_period_then_warns() {
     // The warning is given once.
     assert!(
         airlock
+            .calls()
             .call("mcp__raw__exotic", json!({}), None)
             .await
             .unwrap()
@@ -193,6 +224,7 @@ async fn a_server_that_answers_the_cancellation_ends_the_grace_early() {
     ));
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
     let err = airlock
+        .calls()
         .call(
             "mcp__raw__slow",
             json!({}),
@@ -203,6 +235,7 @@ async fn a_server_that_answers_the_cancellation_ends_the_grace_early() {
     assert_eq!(err.code, ErrorCode::Timeout);
     let started = Instant::now();
     let out = airlock
+        .calls()
         .call("mcp__raw__exotic", json!({}), None)
         .await
         .unwrap();
@@ -246,6 +279,7 @@ async fn a_slow_tool_times_out_with_the_timeout_code() {
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
     // big_text with a huge size takes a while in Python; 10 ms is never enough.
     let err = airlock
+        .calls()
         .call(
             "mcp__fx__big_text",
             json!({"size": 50_000_000}),
@@ -263,11 +297,13 @@ async fn a_server_dying_mid_call_is_reported_and_the_next_call_reconnects() {
     let ws = Workspace::new(&python_fixture_entry("fx", ""));
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
     let err = airlock
+        .calls()
         .call("mcp__fx__die", json!({}), Some(Duration::from_secs(10)))
         .await
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::ServiceUnavailable, "{err}");
     let out = airlock
+        .calls()
         .call("mcp__fx__echo", json!({"text": "back"}), None)
         .await
         .unwrap();
@@ -280,11 +316,15 @@ async fn garbage_on_stdout_does_not_break_the_session() {
     let ws = Workspace::new(&raw_entry("raw", "garbage", ""));
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
     assert!(
-        matches!(airlock.status()[0].status, ServiceStatus::Connected { .. }),
+        matches!(
+            airlock.services().status()[0].status,
+            ServiceStatus::Connected { .. }
+        ),
         "{:?}",
-        airlock.status()
+        airlock.services().status()
     );
     let out = airlock
+        .calls()
         .call("mcp__raw__exotic", json!({}), None)
         .await
         .unwrap();
@@ -299,6 +339,7 @@ async fn progress_reaches_the_caller_and_the_event_stream() {
     let mut events = airlock.events();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let out = airlock
+        .calls()
         .call_with(
             "mcp__fx__work_with_progress",
             json!({"steps": 3}),
@@ -334,8 +375,15 @@ async fn a_tool_list_change_refreshes_the_catalog() {
     let ws = Workspace::new(&python_fixture_entry("fx", ""));
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
     let mut events = airlock.events();
-    assert!(airlock.tools().iter().all(|t| t.raw_name != "sprout"));
+    assert!(
+        airlock
+            .catalog()
+            .tools()
+            .iter()
+            .all(|t| t.raw_name != "sprout")
+    );
     airlock
+        .calls()
         .call("mcp__fx__grow", json!({"name": "sprout"}), None)
         .await
         .unwrap();
@@ -348,6 +396,7 @@ async fn a_tool_list_change_refreshes_the_catalog() {
         }
     }
     let out = airlock
+        .calls()
         .call("mcp__fx__sprout", json!({}), None)
         .await
         .unwrap();
@@ -361,6 +410,7 @@ async fn resource_and_prompt_list_changes_are_events() {
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
     let mut events = airlock.events();
     airlock
+        .calls()
         .call("mcp__fx__announce_lists", json!({}), None)
         .await
         .unwrap();
@@ -405,6 +455,7 @@ async fn filesystem_server_follows_roots_changed_at_runtime() {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let out = airlock
+            .calls()
             .call("mcp__fs__list_allowed_directories", json!({}), None)
             .await
             .unwrap();
@@ -418,13 +469,19 @@ async fn filesystem_server_follows_roots_changed_at_runtime() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let pid = airlock.session_pid("default", "fs").await.unwrap();
+    let pid = airlock
+        .services()
+        .session_pid("default", "fs")
+        .await
+        .unwrap();
     airlock
+        .services()
         .set_roots("default", vec![b_path.display().to_string()])
         .await;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let out = airlock
+            .calls()
             .call("mcp__fs__list_allowed_directories", json!({}), None)
             .await
             .unwrap();
@@ -441,11 +498,12 @@ async fn filesystem_server_follows_roots_changed_at_runtime() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(
-        airlock.session_pid("default", "fs").await,
+        airlock.services().session_pid("default", "fs").await,
         Some(pid),
         "roots changed without reconnecting"
     );
     let read = airlock
+        .calls()
         .call(
             "mcp__fs__read_text_file",
             json!({"path": b_path.join("in-b.txt")}),
@@ -467,11 +525,20 @@ async fn a_roots_change_that_moves_the_working_directory_reconnects() {
         ..ws.options()
     };
     let airlock = Airlock::start(ws.load(), options).await.unwrap();
-    let pid = airlock.session_pid("default", "fx").await.unwrap();
+    let pid = airlock
+        .services()
+        .session_pid("default", "fx")
+        .await
+        .unwrap();
     airlock
+        .services()
         .set_roots("default", vec![b.path().display().to_string()])
         .await;
-    let new_pid = airlock.session_pid("default", "fx").await.unwrap();
+    let new_pid = airlock
+        .services()
+        .session_pid("default", "fx")
+        .await
+        .unwrap();
     assert_ne!(
         pid, new_pid,
         "the server restarted in the new working directory"

@@ -72,6 +72,7 @@ async fn agent_calls(airlock: Airlock, agent: usize) -> (usize, usize, usize) {
             });
         }
         let outcome = airlock
+            .calls()
             .call_with(
                 tool,
                 args,
@@ -144,6 +145,7 @@ fn sixteen_agents_times_500_calls_leave_nothing_behind() {
                 tokio::spawn(async move {
                     for _ in 0..20 {
                         airlock
+                            .calls()
                             .call_with(
                                 "mcp__fx__big",
                                 json!({"size": 1 << 20}),

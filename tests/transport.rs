@@ -26,7 +26,7 @@ async fn everything_over_streamable_http_and_legacy_sse() {
         http_entry("legacy", &format!("http://127.0.0.1:{p2}/sse"))
     ));
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
-    let status = airlock.status();
+    let status = airlock.services().status();
     for report in &status {
         assert!(
             matches!(report.status, ServiceStatus::Connected { .. }),
@@ -51,6 +51,7 @@ async fn everything_over_streamable_http_and_legacy_sse() {
     );
     for service in ["modern", "legacy"] {
         let out = airlock
+            .calls()
             .call(
                 &format!("mcp__{service}__echo"),
                 json!({"message": format!("via {service}")}),
@@ -66,12 +67,14 @@ async fn everything_over_streamable_http_and_legacy_sse() {
     }
     // Resources and prompts, per service and aggregated.
     let resources = airlock
+        .resources()
         .list_resources("default", Some("modern"))
         .await
         .unwrap();
     assert!(!resources.is_empty());
     let uri = resources[0]["uri"].as_str().unwrap().to_string();
     let read = airlock
+        .resources()
         .read_resource("default", "modern", &uri)
         .await
         .unwrap();
@@ -79,12 +82,17 @@ async fn everything_over_streamable_http_and_legacy_sse() {
         read["contents"].as_array().is_some_and(|c| !c.is_empty()),
         "{read}"
     );
-    let all = airlock.list_resources("default", None).await.unwrap();
+    let all = airlock
+        .resources()
+        .list_resources("default", None)
+        .await
+        .unwrap();
     assert!(
         all.iter().any(|r| r["service"] == "legacy")
             && all.iter().any(|r| r["service"] == "modern")
     );
     let prompts = airlock
+        .resources()
         .list_prompts("default", Some("modern"))
         .await
         .unwrap();
@@ -93,6 +101,7 @@ async fn everything_over_streamable_http_and_legacy_sse() {
         .find(|p| p["arguments"].as_array().is_none_or(|a| a.is_empty()))
         .expect("a prompt without arguments");
     let got = airlock
+        .resources()
         .get_prompt(
             "default",
             "modern",
@@ -136,6 +145,7 @@ async fn http_failures_report_the_real_error() {
     ));
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
     let reason = |name: &str| match &airlock
+        .services()
         .status()
         .into_iter()
         .find(|s| s.service == name)

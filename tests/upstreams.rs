@@ -30,6 +30,7 @@ fn as_agent(agent: &str) -> CallOptions {
 /// The live limits report of `service`.
 fn limits_of(airlock: &Airlock, service: &str) -> Value {
     let report = airlock
+        .services()
         .status()
         .into_iter()
         .find(|r| r.service == service)
@@ -49,6 +50,7 @@ async fn a_full_service_refuses_one_more_call_and_takes_it_once_a_slot_frees() {
         let options = as_agent(agent);
         tokio::spawn(async move {
             airlock
+                .calls()
                 .call_with("mcp__fx__sleepy", json!({"seconds": 1.5}), options)
                 .await
         })
@@ -60,6 +62,7 @@ async fn a_full_service_refuses_one_more_call_and_takes_it_once_a_slot_frees() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let refused = airlock
+        .calls()
         .call_with("mcp__fx__echo", json!({"text": "third"}), as_agent("c"))
         .await
         .unwrap_err();
@@ -76,6 +79,7 @@ async fn a_full_service_refuses_one_more_call_and_takes_it_once_a_slot_frees() {
     }
     assert_eq!(limits_of(&airlock, "fx")["in_flight"], 0);
     let later = airlock
+        .calls()
         .call_with("mcp__fx__echo", json!({"text": "third"}), as_agent("c"))
         .await
         .unwrap();
@@ -89,8 +93,11 @@ async fn a_spent_rate_says_when_to_retry_and_retrying_then_works() {
         "[limits]\nagent_calls_per_second = 0.5\nagent_burst = 2\n",
     ));
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
-    let echo =
-        |agent: &str| airlock.call_with("mcp__fx__echo", json!({"text": "hi"}), as_agent(agent));
+    let echo = |agent: &str| {
+        airlock
+            .calls()
+            .call_with("mcp__fx__echo", json!({"text": "hi"}), as_agent(agent))
+    };
     echo("alice").await.unwrap();
     echo("alice").await.unwrap();
     let refused = echo("alice").await.unwrap_err();
@@ -159,12 +166,16 @@ async fn the_breaker_stops_connecting_to_a_dead_server_and_probes_it_back() {
          [limits]\nbreaker_failures = 2\nbreaker_cooldown_secs = 1\n"
     ));
     let airlock = Airlock::start(ws.load(), ws.options()).await.unwrap();
-    let echo = || airlock.call("mcp__ev__echo", json!({"message": "hi"}), None);
+    let echo = || {
+        airlock
+            .calls()
+            .call("mcp__ev__echo", json!({"message": "hi"}), None)
+    };
     echo().await.unwrap();
 
     // The server goes away; the next two connections fail, and open the breaker.
     drop(server);
-    airlock.disconnect("default", "ev").await;
+    airlock.services().disconnect("default", "ev").await;
     for _ in 0..2 {
         let failed = echo().await.unwrap_err();
         assert_eq!(failed.code, ErrorCode::ServiceUnavailable, "{failed}");
@@ -214,6 +225,7 @@ async fn a_listing_is_retried_on_a_fresh_session_and_a_tool_call_never_is() {
     // The server exits on its first resources/list; the listing is sent again, once,
     // to a fresh server, and the caller sees only the answer.
     let resources = airlock
+        .resources()
         .list_resources("default", Some("raw"))
         .await
         .unwrap();
@@ -224,6 +236,7 @@ async fn a_listing_is_retried_on_a_fresh_session_and_a_tool_call_never_is() {
 
     // A tool call whose server dies under it fails, and is not sent again.
     let died = airlock
+        .calls()
         .call("mcp__raw__die", json!({}), None)
         .await
         .unwrap_err();
@@ -231,6 +244,7 @@ async fn a_listing_is_retried_on_a_fresh_session_and_a_tool_call_never_is() {
     assert_eq!(received("tools/call", Some("die")), 1);
     // The next call opens a fresh session.
     let echoed = airlock
+        .calls()
         .call("mcp__raw__echo", json!({"text": "after"}), None)
         .await
         .unwrap();

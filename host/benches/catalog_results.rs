@@ -3,13 +3,13 @@
 //! lower-cases every tool per query — each pair measured in the same run.
 //! `scripts/bench-ratios.sh` prints the ratios (`airlock` / `baseline`).
 
-use airlock_host::catalog::Catalog;
+use airlock_host::catalog::ToolIndex;
 use airlock_host::plugin::NamedTool;
 use airlock_host::results::{DEFAULT_PREVIEW, ResultLimits, ResultStore};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
-fn catalog(n: usize) -> Catalog {
-    let mut catalog = Catalog::default();
+fn catalog(n: usize) -> ToolIndex {
+    let mut catalog = ToolIndex::default();
     for s in 0..10 {
         let service = format!("service{s}");
         let named = (0..n / 10)
@@ -27,7 +27,7 @@ fn catalog(n: usize) -> Catalog {
     catalog
 }
 
-fn naive_search<'a>(catalog: &'a Catalog, query: &str) -> Vec<&'a str> {
+fn naive_search<'a>(catalog: &'a ToolIndex, query: &str) -> Vec<&'a str> {
     let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
     catalog
         .tools()

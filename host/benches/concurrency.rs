@@ -37,6 +37,7 @@ async fn round(airlock: &Airlock, text: &str) -> Vec<Duration> {
             for _ in 0..CALLS_PER_CALLER {
                 let started = Instant::now();
                 let out = airlock
+                    .calls()
                     .call_with(&tool, json!({"text": text}), CallOptions::default())
                     .await
                     .expect("call succeeds");

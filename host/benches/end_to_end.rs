@@ -99,13 +99,16 @@ fn bench(c: &mut Criterion) {
         let direct_out = rt.block_on(direct.call_tool(echo("echo", &text))).unwrap();
         assert_eq!(first_text(&direct_out), text);
         let library_out = rt
-            .block_on(airlock.call_with(
+            .block_on(airlock.calls().call_with(
                 "mcp__demo__echo",
                 json!({"text": text}),
                 CallOptions::default(),
             ))
             .unwrap();
-        assert_eq!(library_out.content[0]["text"], Value::from(text.clone()));
+        assert_eq!(
+            library_out.content_json()[0]["text"],
+            Value::from(text.clone())
+        );
         let gateway_out = rt
             .block_on(gateway.call_tool(echo("mcp__demo__echo", &text)))
             .unwrap();
@@ -121,7 +124,7 @@ fn bench(c: &mut Criterion) {
         });
         group.bench_function("airlock", |b| {
             b.iter(|| {
-                rt.block_on(airlock.call_with(
+                rt.block_on(airlock.calls().call_with(
                     "mcp__demo__echo",
                     json!({"text": text}),
                     CallOptions::default(),

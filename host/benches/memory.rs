@@ -65,7 +65,7 @@ fn per_session_kib() -> f64 {
     let airlock = rt.block_on(Airlock::start(config, options)).unwrap();
     let open = |agent: String| {
         let out = rt
-            .block_on(airlock.call_with(
+            .block_on(airlock.calls().call_with(
                 "mcp__demo__echo",
                 json!({"text": "hello"}),
                 CallOptions {
@@ -79,12 +79,12 @@ fn per_session_kib() -> f64 {
     for i in 0..4 {
         open(format!("warm-{i}"));
     }
-    rt.block_on(airlock.flush_results());
+    rt.block_on(airlock.outputs().flush());
     let before = rss_kib();
     for i in 0..COUNT {
         open(format!("agent-{i}"));
     }
-    rt.block_on(airlock.flush_results());
+    rt.block_on(airlock.outputs().flush());
     let after = rss_kib();
     rt.block_on(airlock.close());
     (after - before) as f64 / COUNT as f64

@@ -36,7 +36,7 @@ fn bench(c: &mut Criterion) {
         let airlock = runtime
             .block_on(Airlock::start(config(), AirlockOptions::new(dir)))
             .unwrap();
-        let tools = airlock.tools().len();
+        let tools = airlock.catalog().tools().len();
         runtime.block_on(airlock.close());
         tools
     };

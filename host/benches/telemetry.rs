@@ -230,14 +230,14 @@ fn bench(c: &mut Criterion) {
     let airlock = rt.block_on(Airlock::start(config, options)).unwrap();
     let text: String = "0123456789abcdef".repeat(256);
     let call = || {
-        rt.block_on(airlock.call_with(
+        rt.block_on(airlock.calls().call_with(
             "mcp__demo__echo",
             json!({"text": text}),
             CallOptions::default(),
         ))
         .unwrap()
     };
-    assert_eq!(call().content[0]["text"], json!(text));
+    assert_eq!(call().content_json()[0]["text"], json!(text));
 
     // Before any subscriber or recorder exists: Airlock as it runs by default.
     let mut group = c.benchmark_group("telemetry_idle_4KiB");

@@ -171,15 +171,15 @@ async fn exercise(airlock: &Airlock) -> Round {
         ok: true,
         failed_call: None,
     };
-    for report in airlock.status() {
+    for report in airlock.services().status() {
         println!("{}", serde_json::to_string(&report).unwrap_or_default());
         let connected = matches!(report.status, ServiceStatus::Connected { .. });
         round.connected &= connected;
         round.ok &= connected;
     }
-    for tool in airlock.tools() {
+    for tool in airlock.catalog().tools() {
         let args = arguments(&tool.input_schema);
-        match airlock.call(&tool.name, args.clone(), None).await {
+        match airlock.calls().call(&tool.name, args.clone(), None).await {
             Ok(out) => println!("{}: {}", tool.raw_name, out.preview),
             Err(e) => {
                 println!("{}: {e}", tool.raw_name);

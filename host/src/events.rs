@@ -1,5 +1,6 @@
 //! Events an embedder can watch (`Airlock::events`) and the CLI prints as `--json`
-//! lines: sessions opening and closing, calls, progress, and server-side changes.
+//! lines: sessions opening and closing, calls, progress, and server-side changes; and
+//! the [`EventBus`] every part of the host sends them on.
 
 use serde::Serialize;
 
@@ -243,4 +244,39 @@ pub enum Event {
         /// The service.
         service: String,
     },
+}
+
+/// Where events are sent: one broadcast channel, shared (cheaply cloned) by every part of
+/// the host that reports something. A receiver that falls behind misses the oldest.
+#[derive(Debug, Clone)]
+pub struct EventBus(tokio::sync::broadcast::Sender<Event>);
+
+impl EventBus {
+    /// A bus that keeps up to `capacity` events for a slow receiver.
+    pub fn new(capacity: usize) -> EventBus {
+        EventBus(tokio::sync::broadcast::channel(capacity).0)
+    }
+
+    /// Sends `event` to every receiver (none is fine).
+    pub fn emit(&self, event: Event) {
+        let _ = self.0.send(event);
+    }
+
+    /// Sends the event `make` builds, building it only when someone listens (for events
+    /// on every call's path).
+    pub fn emit_with(&self, make: impl FnOnce() -> Event) {
+        if self.0.receiver_count() > 0 {
+            let _ = self.0.send(make());
+        }
+    }
+
+    /// Events from now on.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Event> {
+        self.0.subscribe()
+    }
+
+    /// The channel's sender (for parts that take one).
+    pub fn sender(&self) -> tokio::sync::broadcast::Sender<Event> {
+        self.0.clone()
+    }
 }

@@ -6,8 +6,9 @@
 //! policy — tool naming, content conversion, redaction — runs in WebAssembly components
 //! ([`plugin`]) chosen per service in the config ([`config`]).
 //!
-//! Start with [`Airlock::start`]. `ARCHITECTURE.md` names the layers and what each may
-//! import.
+//! Start with [`Airlock::start`]; the [`Airlock`] hands out its capability services
+//! ([`Services`], [`Access`], [`Catalog`], [`Resources`], [`Outputs`], [`Calls`]).
+//! `ARCHITECTURE.md` names the layers and what each may import.
 //!
 //! Features: `cli` (default) builds the `airlock` binary, its command line and the demo;
 //! `gateway` (part of `cli`) adds `airlock serve`, the MCP gateway; `keyring` (part of
@@ -31,6 +32,7 @@ pub mod events;
 pub mod gateway;
 pub mod import;
 pub mod launch;
+pub mod mcp;
 pub mod oauth;
 pub mod plugin;
 pub mod registry;
@@ -44,11 +46,12 @@ pub mod transport;
 
 pub use airlock::meters;
 pub use airlock::{
-    AccessCheck, AccessMode, AccessOptions, AccessRefused, AccessRequest, Airlock, AirlockOptions,
-    Approval, ApprovalRequest, Approver, CallOptions, CallOutput, CallerRequest, DEFAULT_AGENT,
-    DEFAULT_MAX_SESSIONS, DegradedService, PluginSlot, Readiness, ReadinessCheck, Reconciled,
-    Redaction, Reindexed, RememberArguments, ServicePlugins, ServiceReport, ServiceStatus,
-    SessionInfo, StartError, TestReport, URL_ELICITATION, call_json,
+    Access, AccessCheck, AccessMode, AccessOptions, AccessRefused, AccessRequest, Agents, Airlock,
+    AirlockOptions, Approval, ApprovalRequest, Approver, CallOptions, CallOutput, CallerRequest,
+    Calls, Catalog, DEFAULT_AGENT, DEFAULT_MAX_SESSIONS, DegradedService, Outputs, PluginSlot,
+    Readiness, ReadinessCheck, Reconciled, Redaction, Reindexed, RememberArguments, Resources,
+    ServicePlugins, ServiceReport, ServiceStatus, Services, SessionInfo, StartError, TestReport,
+    URL_ELICITATION, call_json,
 };
 pub use error::{CallError, ErrorCode};
 pub use events::Event;

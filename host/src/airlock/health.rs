@@ -54,23 +54,17 @@ pub struct Readiness {
 impl super::Airlock {
     /// Probes the registry and the results store, and lists degraded services.
     pub async fn readiness(&self) -> Readiness {
-        let registry_target = self.inner.registry.describe();
-        let results_target = self.inner.results.describe();
-        let registry = self.clone();
-        let results = self.clone();
+        let registry_target = self.parts.registry.describe();
+        let results_target = self.parts.outputs.describe();
+        let registry = self.parts.registry.clone();
+        let outputs = self.parts.outputs.clone();
         let (registry, results) = tokio::join!(
-            probe(registry_target, move || registry
-                .inner
-                .registry
-                .reachable()
-                .map_err(|e| e.to_string())),
-            probe(results_target, move || results
-                .inner
-                .results
-                .reachable()
-                .map_err(|e| e.to_string())),
+            probe(registry_target, move || registry.reachable()),
+            probe(results_target, move || outputs.reachable()),
         );
         let degraded = self
+            .parts
+            .services
             .status()
             .into_iter()
             .filter_map(|report| {
@@ -93,14 +87,14 @@ impl super::Airlock {
 }
 
 /// Runs one blocking probe off the async threads, within [`PROBE_WITHIN`].
-async fn probe(
+async fn probe<E: std::fmt::Display + Send + 'static>(
     target: String,
-    job: impl FnOnce() -> Result<(), String> + Send + 'static,
+    job: impl FnOnce() -> Result<(), E> + Send + 'static,
 ) -> ReadinessCheck {
     let outcome = tokio::time::timeout(PROBE_WITHIN, tokio::task::spawn_blocking(job)).await;
     let error = match outcome {
         Ok(Ok(Ok(()))) => None,
-        Ok(Ok(Err(e))) => Some(e),
+        Ok(Ok(Err(e))) => Some(e.to_string()),
         Ok(Err(e)) => Some(format!("the probe stopped: {e}")),
         Err(_) => Some(format!("no answer within {PROBE_WITHIN:?}")),
     };

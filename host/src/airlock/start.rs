@@ -1,22 +1,29 @@
 //! Starting Airlock: opening the data directory, the registry and the secret store,
-//! building every enabled service's plugin pipeline, and cataloging each service — from
-//! its tested catalog when that is fresh, else by connecting the default agent.
+//! building every enabled service's plugin pipeline and the capability services over
+//! them, and cataloging each service — from its tested catalog when that is fresh, else
+//! by connecting the default agent.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 
 use cap_std::fs::Dir;
-use tokio::sync::broadcast;
 
-use super::{Airlock, AirlockOptions, DEFAULT_AGENT, Health, Inner, Service, TestReport};
-use crate::catalog::{Cataloger, check_limits};
+use super::access::Access;
+use super::agents::Agents;
+use super::call::{CallParts, Calls};
+use super::catalog::Catalog;
+use super::outputs::{Outputs, RegistryIndex};
+use super::resources::Resources;
+use super::services::{Parts as ServiceParts, Services, TestReport, build_pipelines};
+use super::{Airlock, AirlockOptions, Parts};
+use crate::catalog::Cataloger;
 use crate::config::{Config, ServerConfig};
-use crate::plugin::{PluginError, PluginRuntime, ServicePipeline};
-use crate::registry::{Registry, StoredCatalog};
+use crate::events::EventBus;
+use crate::plugin::{PluginError, PluginRuntime};
+use crate::registry::Registry;
 use crate::results::ResultStore;
 use crate::secrets::{KnownSecrets, SecretStore};
-use crate::session::SessionPool;
 
 /// Why Airlock could not start at all (a single service failing is not one of these).
 #[derive(Debug, thiserror::Error)]
@@ -119,25 +126,25 @@ pub(crate) fn resolve_secret(
 impl Airlock {
     /// Starts Airlock: opens the data directory, builds every enabled service's plugin
     /// pipeline, connects the default agent to every server concurrently and names their
-    /// tools. A service that fails is marked failed (see [`Airlock::status`]); the others
-    /// work.
+    /// tools. A service that fails is marked failed (see [`Services::status`]); the
+    /// others work.
     ///
     /// ```no_run
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// use airlock_host::{Airlock, AirlockOptions, config::{Config, ConfigSources, process_env}};
     /// let config = Config::load(&ConfigSources::discover(&std::env::current_dir()?, vec![]), &process_env)?;
     /// let airlock = Airlock::start(config, AirlockOptions::new("/tmp/airlock-data")).await?;
-    /// for tool in airlock.tools() {
+    /// for tool in airlock.catalog().tools() {
     ///     println!("{} ({})", tool.name, tool.service);
     /// }
-    /// let out = airlock.call("mcp__demo__echo", serde_json::json!({"text": "hi"}), None).await?;
+    /// let out = airlock.calls().call("mcp__demo__echo", serde_json::json!({"text": "hi"}), None).await?;
     /// println!("{}", out.preview);
     /// airlock.close().await;
     /// # Ok(()) }
     /// ```
     pub async fn start(config: Config, options: AirlockOptions) -> Result<Airlock, StartError> {
         let airlock = Airlock::prepare(config, options).await?;
-        airlock.inner.catalog_all().await;
+        airlock.parts.services.catalog_all().await;
         Ok(airlock)
     }
 
@@ -159,20 +166,22 @@ impl Airlock {
             ..Default::default()
         };
         let airlock = Airlock::prepare(config, options).await?;
-        let inner = airlock.inner.clone();
-        let outcome = inner.test_catalog(&name).await;
-        let secrets = inner
-            .service(&name)
+        let outcome = airlock.parts.services.test_catalog(&name).await;
+        // What the service learned while connecting (an OAuth token) is scrubbed too.
+        let secrets = airlock
+            .parts
+            .services
+            .get(&name)
             .map(|s| s.secrets())
             .unwrap_or_default();
         airlock.close().await;
         outcome.map_err(|reason| StartError::Test {
             service: name.clone(),
-            reason: secrets.scrub_owned(&reason),
+            reason: secrets.scrub_owned(&reason.to_string()),
         })
     }
 
-    /// Opens state and builds pipelines; connects nothing.
+    /// Opens state and builds the services; connects nothing.
     async fn prepare(config: Config, options: AirlockOptions) -> Result<Airlock, StartError> {
         let data_err = |e: std::io::Error| StartError::DataDir {
             path: options.data_dir.clone(),
@@ -198,15 +207,7 @@ impl Airlock {
                 PluginRuntime::with_cache(config.sandbox, Some(cache))?
             }
         };
-        let mut pipelines = build_pipelines(&runtime, config.servers.values()).await;
-
-        // Every known secret is redacted from every service's output: a token of one
-        // service that shows up in another's result is still a secret.
-        let everyone = config
-            .servers
-            .values()
-            .fold(KnownSecrets::new(), |all, s| all.union(&s.known_secrets()));
-        crate::secrets::register_log_secrets(&everyone);
+        let pipelines = build_pipelines(&runtime, config.servers.values()).await;
         // Services an operator disabled at run time stay disabled across restarts. A
         // registry that cannot be read now leaves them enabled until it can
         // (`take_in_changes`).
@@ -222,259 +223,65 @@ impl Airlock {
                 Default::default()
             }
         };
-        let services = config
-            .servers
-            .iter()
-            .map(|(name, server)| {
-                let service = Service::new(server, pipelines.remove(name), &everyone);
-                service
-                    .paused
-                    .store(pauses.contains(name), std::sync::atomic::Ordering::Relaxed);
-                (name.clone(), Arc::new(service))
-            })
-            .collect();
-        let events = broadcast::channel(1024).0;
-        Ok(Airlock {
-            inner: Arc::new(Inner {
-                services: RwLock::new(services),
-                cataloger: Arc::new(Cataloger::new(registry.clone())),
-                results,
-                runtime,
-                registry,
+        let events = EventBus::new(1024);
+        let agents = Arc::new(Agents::new(options.roots));
+        let cataloger = Arc::new(Cataloger::new(registry.clone()));
+        let services = Arc::new(Services::new(
+            ServiceParts {
+                agents: agents.clone(),
+                cataloger: cataloger.clone(),
+                runtime: runtime.clone(),
+                registry: registry.clone(),
                 secret_store,
-                preview: options.result_limits.preview,
-                pool: SessionPool::new(options.max_sessions, events.clone()),
+                events: events.clone(),
+                max_sessions: options.max_sessions,
+            },
+            &config.servers,
+            pipelines,
+            pauses,
+        ));
+        let access = Arc::new(Access::new(
+            options.access,
+            options.approver,
+            registry.clone(),
+            services.clone(),
+            agents.clone(),
+            events.clone(),
+        ));
+        let catalog = Arc::new(Catalog::new(
+            cataloger,
+            services.clone(),
+            access.clone(),
+            registry.clone(),
+            runtime,
+        ));
+        let outputs = Arc::new(Outputs::new(
+            Arc::new(results),
+            access.clone(),
+            services.clone(),
+            registry.clone(),
+        ));
+        let calls = Calls::new(CallParts {
+            services: services.clone(),
+            access: access.clone(),
+            catalog: catalog.clone(),
+            outputs: outputs.clone(),
+            agents: agents.clone(),
+            events: events.clone(),
+        });
+        Ok(Airlock {
+            parts: Arc::new(Parts {
+                resources: Resources::new(services.clone(), access.clone()),
+                services,
+                access,
+                catalog,
+                outputs,
+                calls,
+                agents,
+                registry,
                 events,
-                roots: RwLock::new(HashMap::new()),
-                default_roots: options.roots,
-                access: options.access,
-                approver: options.approver,
-                agent_clients: RwLock::new(HashMap::new()),
-                log_levels: RwLock::new(HashMap::new()),
-                reconciling: Default::default(),
-                pauses: RwLock::new(pauses),
                 seen: Default::default(),
             }),
         })
-    }
-}
-
-impl Service {
-    /// A service as configured, with its plugin pipeline (`None` when disabled, or the
-    /// reason it could not be built), redacting its own known secrets and `everyone`'s.
-    pub(super) fn new(
-        server: &ServerConfig,
-        pipeline: Option<Result<ServicePipeline, String>>,
-        everyone: &KnownSecrets,
-    ) -> Service {
-        let name = &server.name;
-        let secrets = server.known_secrets().union(everyone);
-        let mut health = Health::default();
-        if !server.repair.is_empty() {
-            health.failed = Some(secrets.scrub_owned(&format!(
-                "needs repair: {}; fix it with `airlock servers edit {name}`",
-                server.repair.join("; ")
-            )));
-        }
-        let pipeline = match pipeline {
-            Some(Ok(p)) => Some(Arc::new(p)),
-            Some(Err(reason)) => {
-                health.failed = Some(secrets.scrub_owned(&reason));
-                None
-            }
-            None => None,
-        };
-        Service {
-            config: server.clone(),
-            pipeline,
-            secrets: RwLock::new(secrets),
-            health: Mutex::new(health),
-            paused: Default::default(),
-            guard: crate::session::UpstreamGuard::new(name, server.limits),
-        }
-    }
-}
-
-/// Builds every enabled service's pipeline concurrently, off the async runtime's threads
-/// (loading and instantiating plugins blocks). A failure is that service's reason.
-pub(super) async fn build_pipelines<'a>(
-    runtime: &Arc<PluginRuntime>,
-    servers: impl Iterator<Item = &'a ServerConfig>,
-) -> HashMap<String, Result<ServicePipeline, String>> {
-    let builds = servers.filter(|s| s.enabled).map(|server| {
-        let (runtime, name, adapters, cfg) = (
-            runtime.clone(),
-            server.name.clone(),
-            server.adapters.clone(),
-            server.adapter_config.clone(),
-        );
-        async move {
-            let built = tokio::task::spawn_blocking(move || {
-                ServicePipeline::build(&runtime, &name, &adapters, &cfg)
-            })
-            .await
-            .map_err(|e| format!("plugin setup failed: {e}"))
-            .and_then(|r| r.map_err(|e| e.to_string()));
-            (server.name.clone(), built)
-        }
-    });
-    futures::future::join_all(builds)
-        .await
-        .into_iter()
-        .collect()
-}
-
-impl Inner {
-    /// Catalogs every enabled service: from its tested catalog when that is fresh (no
-    /// connection needed), else — for services from config files — by opening the
-    /// default agent's session. A registry service without a fresh tested catalog
-    /// offers no tools until it is tested.
-    async fn catalog_all(self: &Arc<Self>) {
-        let names = self.all_services().into_iter().map(|(name, _)| name);
-        self.catalog_these(names.collect()).await;
-    }
-
-    /// Catalogs the services `names`, as [`Inner::catalog_all`] does for all of them.
-    pub(super) async fn catalog_these(self: &Arc<Self>, names: Vec<String>) {
-        let mut to_connect: Vec<String> = Vec::new();
-        for name in &names {
-            let Some(service) = self.service(name) else {
-                continue;
-            };
-            let config = &service.config;
-            if !config.enabled || service.pipeline.is_none() || !config.repair.is_empty() {
-                continue;
-            }
-            let stored = self
-                .registry
-                .catalog(name, &config.launch_digest())
-                .unwrap_or_else(|e| {
-                    tracing::warn!(service = %name, "cannot read the tested catalog: {e}");
-                    None
-                });
-            match stored {
-                Some(catalog) => {
-                    if let Err(reason) = self.name_tools(name, &catalog.tools).await {
-                        service.health().failed = Some(service.secrets().scrub_owned(&reason));
-                    }
-                }
-                None if config.source.is_registry() => {
-                    let stale = self.registry.has_catalog(name).unwrap_or(false);
-                    let why = if stale {
-                        "its launch changed since it was tested"
-                    } else {
-                        "it has not been tested"
-                    };
-                    let mut health = service.health();
-                    health.untested = Some(format!(
-                        "{why}; run `airlock servers test {name}` to offer its tools"
-                    ));
-                    health.stale = stale;
-                }
-                None => to_connect.push(name.clone()),
-            }
-        }
-        let opened = futures::future::join_all(to_connect.iter().map(|name| {
-            let inner = self.clone();
-            async move { (name.clone(), inner.session(DEFAULT_AGENT, name).await) }
-        }))
-        .await;
-        // Names are settled one service at a time, in name order, so namespace
-        // allocation is deterministic and never races.
-        for (name, session) in opened {
-            let outcome = match session {
-                Ok(live) => match live.session.list_tools().await {
-                    Ok(listed) => self.name_tools(&name, &listed).await.map(|_| ()),
-                    Err(e) => Err(e.to_string()),
-                },
-                Err(e) => Err(e.message),
-            };
-            if let Err(reason) = outcome {
-                let Some(service) = self.service(&name) else {
-                    continue;
-                };
-                let reason = service.secrets().scrub_owned(&reason);
-                tracing::warn!(service = %name, "service failed: {reason}");
-                service.health().failed = Some(reason);
-                self.pool
-                    .disconnect(DEFAULT_AGENT, &name, "cataloging failed")
-                    .await;
-                self.emit_service_changed(&name);
-            }
-        }
-    }
-
-    /// Names `listed` (MCP tool JSON) under the service's frozen namespace and replaces
-    /// its catalog entries. Returns the tool count.
-    /// Tests `name` as `airlock servers test` does: the default agent's session (opened
-    /// if needed), its tool list read (running none) and checked, passed through the
-    /// egress rule, and saved as the service's tested catalog under its launch digest.
-    pub(super) async fn test_catalog(&self, name: &str) -> Result<TestReport, String> {
-        let live = self
-            .session(DEFAULT_AGENT, name)
-            .await
-            .map_err(|e| e.message)?;
-        let tools = live.session.list_tools().await.map_err(|e| e.to_string())?;
-        check_limits(&tools).map_err(|e| e.to_string())?;
-        // Server metadata leaves through the egress rule, to the registry too.
-        let tools = self.redact_tools(name, tools).await;
-        let identity = live.session.identity().clone();
-        let service = self
-            .service(name)
-            .ok_or_else(|| format!("service \"{name}\" was removed meanwhile"))?;
-        self.registry
-            .save_catalog(&StoredCatalog {
-                service: name.to_string(),
-                launch_digest: service.config.launch_digest(),
-                tested_at: self.registry.now().map_err(|e| e.to_string())?,
-                protocol_version: identity.protocol_version.clone(),
-                server_name: identity.name.clone(),
-                server_version: identity.version.clone(),
-                transport: identity.transport.as_str().to_string(),
-                tools: tools.clone(),
-            })
-            .map_err(|e| e.to_string())?;
-        Ok(TestReport {
-            service: name.to_string(),
-            verified: true,
-            server: identity,
-            tools,
-        })
-    }
-
-    pub(super) async fn name_tools(
-        &self,
-        name: &str,
-        listed: &[serde_json::Value],
-    ) -> Result<usize, String> {
-        let service = self
-            .service(name)
-            .ok_or_else(|| format!("service \"{name}\" was removed meanwhile"))?;
-        let pipeline = service
-            .pipeline
-            .as_ref()
-            .ok_or("the service has no plugin pipeline")?;
-        check_limits(listed).map_err(|e| e.to_string())?;
-        let listed = self.redact_tools(name, listed.to_vec()).await;
-        self.cataloger
-            .name_tools(service.info(), pipeline, &listed)
-            .await
-            .map_err(|e| e.to_string())
-    }
-}
-
-/// The registry's `results` table as the results store's index: the retention writer
-/// reports the results made durable by each sync, recorded in one transaction.
-struct RegistryIndex(Arc<Registry>);
-
-impl crate::results::ResultIndex for RegistryIndex {
-    fn index(&self, batch: &[(String, crate::results::Retained)]) {
-        let entries: Vec<crate::registry::ResultEntry> = batch
-            .iter()
-            .filter_map(|(service, record)| super::reindex::entry_of(service, record))
-            .collect();
-        if let Err(e) = self.0.index_results(&entries) {
-            tracing::warn!("cannot index {} retained results: {e}", entries.len());
-        }
     }
 }

@@ -52,12 +52,12 @@ pub struct CatalogTool {
 
 /// Every offered tool.
 #[derive(Debug, Default)]
-pub struct Catalog {
+pub struct ToolIndex {
     tools: BTreeMap<String, CatalogTool>,
     search: SearchIndex,
 }
 
-impl Catalog {
+impl ToolIndex {
     /// Adds a service's named tools. Fails (adding nothing) if a name is already used by
     /// another service.
     pub fn add_service(
@@ -182,7 +182,7 @@ mod tests {
 
     #[test]
     fn search_ranks_name_matches_first_and_needs_every_word() {
-        let mut catalog = Catalog::default();
+        let mut catalog = ToolIndex::default();
         catalog
             .add_service(
                 "rea",

@@ -6,7 +6,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use serde_json::Value;
 
-use super::{Catalog, MAX_CATALOG_BYTES, MAX_TOOLS_PER_SERVICE};
+use super::{MAX_CATALOG_BYTES, MAX_TOOLS_PER_SERVICE, ToolIndex};
 use crate::plugin::{NamedTool, PluginError, ServiceInfo, ServicePipeline, convert};
 use crate::registry::{Registry, RegistryError};
 
@@ -55,7 +55,7 @@ pub fn check_limits(listed: &[Value]) -> Result<(), CatalogError> {
 /// the listeners that refresh a service's tools when its server says they changed.
 pub struct Cataloger {
     registry: Arc<Registry>,
-    catalog: RwLock<Catalog>,
+    catalog: RwLock<ToolIndex>,
 }
 
 impl Cataloger {
@@ -63,12 +63,12 @@ impl Cataloger {
     pub fn new(registry: Arc<Registry>) -> Self {
         Cataloger {
             registry,
-            catalog: RwLock::new(Catalog::default()),
+            catalog: RwLock::new(ToolIndex::default()),
         }
     }
 
     /// The catalog, to read.
-    pub fn read(&self) -> RwLockReadGuard<'_, Catalog> {
+    pub fn read(&self) -> RwLockReadGuard<'_, ToolIndex> {
         self.catalog.read().expect("catalog lock poisoned")
     }
 
@@ -125,7 +125,7 @@ impl Cataloger {
 /// service's name and the raw tool name), so names stay unique across services even
 /// when a naming style does not namespace them (`style = "raw"`). The first service to
 /// hold a name keeps it.
-fn settle_clashes(catalog: &Catalog, service: &str, named: &mut [NamedTool]) {
+fn settle_clashes(catalog: &ToolIndex, service: &str, named: &mut [NamedTool]) {
     let mut ours: std::collections::HashSet<String> =
         named.iter().map(|t| t.name.clone()).collect();
     for tool in named.iter_mut() {

@@ -57,7 +57,7 @@ pub(super) async fn call(
         timeout,
         ..Default::default()
     };
-    let outcome = airlock.call_with(tool, arguments, options).await;
+    let outcome = airlock.calls().call_with(tool, arguments, options).await;
     if let Some(printer) = printer {
         tokio::time::sleep(Duration::from_millis(20)).await;
         printer.abort();

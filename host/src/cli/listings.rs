@@ -13,11 +13,11 @@ use super::render;
 pub(super) async fn tools(cli: &Cli, search: Option<&str>) -> Result<ExitCode, String> {
     let airlock = start(cli, load_config(cli)?, false).await?;
     let tools = match search {
-        Some(q) => airlock.search_tools(q),
-        None => airlock.tools(),
+        Some(q) => airlock.catalog().search(q),
+        None => airlock.catalog().tools(),
     };
     let tools: Vec<&crate::catalog::CatalogTool> = tools.iter().collect();
-    render::tools(cli.json, &tools, &airlock.status());
+    render::tools(cli.json, &tools, &airlock.services().status());
     airlock.close().await;
     Ok(ExitCode::SUCCESS)
 }
@@ -25,7 +25,7 @@ pub(super) async fn tools(cli: &Cli, search: Option<&str>) -> Result<ExitCode, S
 /// Runs `airlock status`.
 pub(super) async fn status(cli: &Cli) -> Result<ExitCode, String> {
     let airlock = start(cli, load_config(cli)?, false).await?;
-    render::status(cli.json, &airlock.status());
+    render::status(cli.json, &airlock.services().status());
     airlock.close().await;
     Ok(ExitCode::SUCCESS)
 }
@@ -34,6 +34,7 @@ pub(super) async fn status(cli: &Cli) -> Result<ExitCode, String> {
 pub(super) async fn resources(cli: &Cli, service: Option<&str>) -> Result<ExitCode, String> {
     let airlock = start(cli, load_config(cli)?, false).await?;
     let outcome = airlock
+        .resources()
         .list_resources(&cli.agent, service)
         .await
         .map(|r| json!({"resources": r}));
@@ -44,7 +45,10 @@ pub(super) async fn resources(cli: &Cli, service: Option<&str>) -> Result<ExitCo
 /// Runs `airlock read-resource`.
 pub(super) async fn read_resource(cli: &Cli, service: &str, uri: &str) -> Result<ExitCode, String> {
     let airlock = start(cli, load_config(cli)?, false).await?;
-    let outcome = airlock.read_resource(&cli.agent, service, uri).await;
+    let outcome = airlock
+        .resources()
+        .read_resource(&cli.agent, service, uri)
+        .await;
     airlock.close().await;
     Ok(render::value(cli.json, outcome))
 }
@@ -53,6 +57,7 @@ pub(super) async fn read_resource(cli: &Cli, service: &str, uri: &str) -> Result
 pub(super) async fn prompts(cli: &Cli, service: Option<&str>) -> Result<ExitCode, String> {
     let airlock = start(cli, load_config(cli)?, false).await?;
     let outcome = airlock
+        .resources()
         .list_prompts(&cli.agent, service)
         .await
         .map(|p| json!({"prompts": p}));
@@ -71,6 +76,7 @@ pub(super) async fn get_prompt(
         serde_json::from_str(args).map_err(|e| format!("--args is not valid JSON: {e}"))?;
     let airlock = start(cli, load_config(cli)?, false).await?;
     let outcome = airlock
+        .resources()
         .get_prompt(&cli.agent, service, name, arguments)
         .await;
     airlock.close().await;

@@ -25,11 +25,11 @@ pub fn call(as_json: bool, outcome: Result<CallOutput, CallError>) -> ExitCode {
                 }
                 println!("{}", out.preview);
                 for block in &out.content {
-                    if block["type"] == "image" {
+                    if let crate::mcp::ContentBlock::Image(image) = block {
                         println!(
                             "[image {} — {} base64 chars]",
-                            block["mimeType"].as_str().unwrap_or("?"),
-                            block["data"].as_str().map_or(0, str::len)
+                            image.mime_type,
+                            image.data.len()
                         );
                     }
                 }

@@ -269,7 +269,7 @@ async fn follow_changes<F>(
                 if last_error.take().is_some() {
                     tracing::info!("the config loads again; reloading services");
                 }
-                airlock.reconcile(&config.servers).await;
+                airlock.services().reconcile(&config.servers).await;
             }
             Err(reason) if last_error.as_deref() != Some(reason.as_str()) => {
                 tracing::warn!("cannot reload services (the running ones stay): {reason}");
@@ -302,7 +302,7 @@ const REINDEX_EVERY: Duration = Duration::from_secs(6 * 3600);
 /// is logged.
 async fn reindex_results(airlock: Airlock, shutdown: CancellationToken) {
     loop {
-        match airlock.reindex_results().await {
+        match airlock.outputs().reindex().await {
             Ok(done) if done.added + done.removed + done.unattributed + done.unreadable > 0 => {
                 tracing::info!(
                     stored = done.stored,

@@ -31,7 +31,7 @@ struct Step {
 }
 
 async fn call(airlock: &Airlock, tool: &str, args: Value) -> Value {
-    crate::call_json(&airlock.call(tool, args, None).await)
+    crate::call_json(&airlock.calls().call(tool, args, None).await)
 }
 
 fn print_call(title: &str, v: &Value) {
@@ -80,8 +80,9 @@ pub async fn run_demo(data_dir: &Path, as_json: bool) -> Result<ExitCode, String
     let airlock = Airlock::start(config.clone(), options.clone())
         .await
         .map_err(|e| e.to_string())?;
-    let status = airlock.status();
+    let status = airlock.services().status();
     let catalog: Vec<Value> = airlock
+        .catalog()
         .tools()
         .iter()
         .map(|t| json!({"name": t.name, "service": t.service, "tool": t.raw_name}))

@@ -124,7 +124,7 @@ impl DownstreamSession {
         let agent = self.agent(Some(ctx));
         if eras::is_stateless(ctx) {
             let askers = Arc::new(crate::session::PerCallAskers);
-            self.airlock().offer_client(&agent, askers).await;
+            self.airlock().services().offer_client(&agent, askers).await;
         }
         agent
     }
@@ -185,14 +185,14 @@ impl DownstreamSession {
         match peer.list_roots().await {
             Ok(listed) => {
                 let roots = listed.roots.into_iter().map(|r| r.uri).collect();
-                self.airlock().set_roots(agent, roots).await;
+                self.airlock().services().set_roots(agent, roots).await;
             }
             Err(e) => tracing::warn!(agent, "cannot read the client's roots: {e}"),
         }
     }
 
     fn instructions(&self, agent: &str) -> String {
-        let mut text = self.airlock().instructions_for(agent);
+        let mut text = self.airlock().catalog().instructions_for(agent);
         text.push_str("\n\n");
         text.push_str(own_tools::INSTRUCTIONS);
         text
@@ -251,7 +251,10 @@ impl ServerHandler for DownstreamSession {
             self.gateway.session_opened(&agent);
         }
         let client = DownstreamClient::new(ctx.peer.clone(), &request, self.state.logs.clone());
-        self.airlock().attach_client(&agent, Arc::new(client)).await;
+        self.airlock()
+            .services()
+            .attach_client(&agent, Arc::new(client))
+            .await;
         self.watch(ctx.peer.clone(), agent.clone());
         let mut result = self.negotiate_initialize(&request)?;
         result.instructions = Some(self.instructions(&agent));
@@ -283,7 +286,7 @@ impl ServerHandler for DownstreamSession {
             eras::typed_items(own_tools::definitions(self.gateway.options.tools))?;
         if self.gateway.options.tools == ToolSurface::All {
             let mut catalog = Vec::new();
-            for tool in self.airlock().tools_for(&agent) {
+            for tool in self.airlock().catalog().tools_for(&agent) {
                 if own_tools::is_own(&tool.name) {
                     tracing::warn!(tool = %tool.name, "a service tool is shadowed by Airlock's own tool of the same name");
                     continue;
@@ -292,7 +295,7 @@ impl ServerHandler for DownstreamSession {
             }
             tools.extend(eras::sorted_items::<Tool>(catalog, "name")?);
         }
-        let per_agent = self.airlock().access_mode() == crate::AccessMode::Grants;
+        let per_agent = self.airlock().access().mode() == crate::AccessMode::Grants;
         Ok(listing!(
             ListToolsResult,
             tools,
@@ -438,6 +441,7 @@ impl ServerHandler for DownstreamSession {
             .await?;
         let mut value = self
             .airlock()
+            .resources()
             .read_resource(&agent, &service, &uri)
             .await
             .map_err(rpc_error)?;
@@ -468,6 +472,7 @@ impl ServerHandler for DownstreamSession {
             .resource(self.airlock(), &agent, &request.uri)
             .await?;
         self.airlock()
+            .resources()
             .subscribe_resource(&agent, &service, &uri, true)
             .await
             .map_err(rpc_error)?;
@@ -496,6 +501,7 @@ impl ServerHandler for DownstreamSession {
             .expect("subscriptions poisoned")
             .remove(&(service.clone(), uri.clone()));
         self.airlock()
+            .resources()
             .subscribe_resource(&agent, &service, &uri, false)
             .await
             .map_err(rpc_error)
@@ -534,6 +540,7 @@ impl ServerHandler for DownstreamSession {
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let value = self
             .airlock()
+            .resources()
             .get_prompt(&agent, &service, &name, arguments)
             .await
             .map_err(rpc_error)?;
@@ -580,6 +587,7 @@ impl ServerHandler for DownstreamSession {
         };
         let value = self
             .airlock()
+            .resources()
             .complete(&agent, &service, params)
             .await
             .map_err(rpc_error)?;
@@ -597,7 +605,10 @@ impl ServerHandler for DownstreamSession {
         self.state.logs.set(request.level);
         let level = serde_json::to_value(request.level).map_err(internal)?;
         let level = level.as_str().unwrap_or("info").to_string();
-        self.airlock().set_log_level(&agent, &level).await;
+        self.airlock()
+            .services()
+            .set_log_level(&agent, &level)
+            .await;
         Ok(())
     }
 }

@@ -329,6 +329,7 @@ pub async fn serve_http(
     };
     let app = axum::Router::new()
         .nest_service("/mcp", mcp)
+        .layer(middleware::map_response(super::wire::rewrite_responses))
         .layer(middleware::from_fn_with_state(guard_state.clone(), guard))
         .merge(super::health::router(Arc::new(health)))
         .merge(super::metrics::router(Arc::new(scrape)))

@@ -31,6 +31,7 @@ mod routes;
 mod shared;
 mod tasks;
 pub mod tokens;
+mod wire;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -91,7 +92,7 @@ pub async fn serve_stdio(
     let handler = gateway.stdio_session();
     let transport = AsyncRwTransport::new_server(tokio::io::stdin(), tokio::io::stdout())
         .with_max_line_length(MAX_MESSAGE_BYTES);
-    let running = rmcp::serve_server(handler, transport)
+    let running = rmcp::serve_server(handler, wire::WireTransport(transport))
         .await
         .map_err(|e| std::io::Error::other(format!("MCP handshake with the client failed: {e}")))?;
     let stop = running.cancellation_token();

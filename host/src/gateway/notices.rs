@@ -78,6 +78,7 @@ pub async fn listen(
     for exposed in wanted.iter().flatten() {
         let (service, uri) = audience.routes.resource(airlock, agent, exposed).await?;
         if let Err(e) = airlock
+            .resources()
             .subscribe_resource(agent, &service, &uri, true)
             .await
         {
@@ -114,6 +115,7 @@ pub async fn listen(
     }
     for (service, uri) in watched.into_keys() {
         let _ = airlock
+            .resources()
             .subscribe_resource(agent, &service, &uri, false)
             .await;
     }

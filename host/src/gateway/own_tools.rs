@@ -216,9 +216,12 @@ async fn call_catalog(
         request: Some(caller_request(ctx)),
         ..Default::default()
     };
-    let (outcome, ()) = tokio::join!(gateway.airlock.call_with(name, arguments, options), forward);
+    let (outcome, ()) = tokio::join!(
+        gateway.airlock.calls().call_with(name, arguments, options),
+        forward
+    );
     match outcome {
-        Ok(out) => results::from_output(&out),
+        Ok(out) => results::from_output(out),
         Err(e) => results::from_error(&e),
     }
 }
@@ -237,23 +240,11 @@ async fn read_output(
             .ok_or_else(|| invalid("\"offset\" must be a non-negative integer"))?
             as usize,
     };
-    // The page is read from disk: on a blocking thread.
-    let (airlock, agent, service, output_id) = (
-        gateway.airlock.clone(),
-        agent.to_string(),
-        service.to_string(),
-        output_id.to_string(),
-    );
-    let page = tokio::task::spawn_blocking(move || {
-        airlock.read_output_as(&agent, &service, &output_id, offset)
-    })
-    .await
-    .map_err(|e| {
-        CallError::new(
-            ErrorCode::ToolError,
-            format!("reading the output failed: {e}"),
-        )
-    })??;
+    let page = gateway
+        .airlock
+        .outputs()
+        .read_as(agent, service, output_id, offset)
+        .await?;
     let structured = json!({"text": page.text, "next_offset": page.next_offset, "eof": page.eof});
     Ok(results::own(page.text, structured))
 }
@@ -262,6 +253,7 @@ async fn read_output(
 fn visible(gateway: &Served<'_>, agent: &str) -> Vec<CatalogTool> {
     gateway
         .airlock
+        .catalog()
         .tools_for(agent)
         .into_iter()
         .filter(|t| !is_own(&t.name))
@@ -277,7 +269,8 @@ fn search(gateway: &Served<'_>, agent: &str, args: &Value) -> Result<CallToolRes
         .collect();
     let hits: Vec<CatalogTool> = gateway
         .airlock
-        .search_tools(query)
+        .catalog()
+        .search(query)
         .into_iter()
         .filter(|t| allowed.contains(&t.name))
         .take(limit)
@@ -309,7 +302,7 @@ fn search(gateway: &Served<'_>, agent: &str, args: &Value) -> Result<CallToolRes
 }
 
 fn status(gateway: &Served<'_>, agent: &str) -> CallToolResult {
-    let reports = gateway.airlock.status_for(agent);
+    let reports = gateway.airlock.access().status_for(agent);
     let text = reports
         .iter()
         .map(|r| {

@@ -2,12 +2,14 @@
 //! converted, redacted blocks (and structured content); an incomplete one passes the
 //! preview, its non-text blocks, and a last block saying how to read the rest with
 //! `airlock_output`. `_meta` carries the retention record. Airlock's own refusals are
-//! tool errors that carry the error code.
+//! tool errors that carry the error code. A result with a block rmcp's model has no
+//! variant for (a future block type) goes out in its wire form, byte for byte
+//! (`wire.rs`).
 
 use rmcp::model::{CallToolResult, ResultType};
 use serde_json::{Value, json};
 
-use crate::{CallError, CallOutput};
+use crate::{CallError, CallOutput, mcp};
 
 /// The `_meta` of a result: where it is kept and what it is.
 fn retention_meta(out: &CallOutput) -> Value {
@@ -34,18 +36,20 @@ fn retention_meta(out: &CallOutput) -> Value {
     meta
 }
 
-/// A completed call (the server's `isError` kept) as a `tools/call` result.
-pub fn from_output(out: &CallOutput) -> CallToolResult {
+/// A completed call (the server's `isError` kept) as a `tools/call` result. Its blocks go
+/// out as they are: typed when rmcp's model holds every one, else in their wire form
+/// (see `wire.rs`); none is turned into text.
+pub fn from_output(out: CallOutput) -> CallToolResult {
+    let meta = retention_meta(&out);
     let r = &out.retained;
-    let mut result = if r.complete {
-        let mut v = json!({ "content": out.content, "isError": out.is_error });
-        if let Some(sc) = &out.structured_content {
-            v["structuredContent"] = sc.clone();
+    let result = if r.complete {
+        mcp::ToolResult {
+            content: out.content,
+            structured_content: out.structured_content,
+            is_error: out.is_error,
+            meta: None,
         }
-        v
     } else {
-        let mut content = vec![json!({"type": "text", "text": out.preview})];
-        content.extend(out.content.iter().filter(|b| b["type"] != "text").cloned());
         let rest = match &r.output_id {
             Some(id) => format!(
                 "[airlock] This is the first {} of {} bytes. Read the rest with airlock_output {{\"service\": \"{}\", \"output_id\": \"{id}\", \"offset\": {}}}.",
@@ -63,19 +67,32 @@ pub fn from_output(out: &CallOutput) -> CallToolResult {
                     .unwrap_or("over the retention limit")
             ),
         };
-        content.push(json!({"type": "text", "text": rest}));
-        json!({ "content": content, "isError": out.is_error })
+        let mut content = vec![mcp::ContentBlock::text(out.preview)];
+        content.extend(
+            out.content
+                .into_iter()
+                .filter(|b| !matches!(b, mcp::ContentBlock::Text(_))),
+        );
+        content.push(mcp::ContentBlock::text(rest));
+        mcp::ToolResult {
+            content,
+            structured_content: None,
+            is_error: out.is_error,
+            meta: None,
+        }
     };
-    result["_meta"] = retention_meta(out);
-    let mut result = serde_json::from_value::<CallToolResult>(result.clone()).unwrap_or_else(|e| {
-        // A block the MCP model cannot hold: keep the text so nothing is lost.
-        tracing::warn!("a converted result does not fit the MCP model ({e}); sending it as text");
-        let mut fallback = CallToolResult::success(vec![rmcp::model::ContentBlock::text(
-            result["content"].to_string(),
-        )]);
-        fallback.is_error = Some(out.is_error);
-        fallback
-    });
+    let mut result = match mcp::rmcp_model::result_to_rmcp(result) {
+        Ok(typed) => typed,
+        Err(untyped) => super::wire::stand_in(untyped, meta.clone()),
+    };
+    let retention = match meta {
+        Value::Object(map) => map,
+        _ => unreachable!("retention_meta makes an object"),
+    };
+    let own = result.meta.get_or_insert_with(Default::default);
+    for (key, value) in retention {
+        own.0.entry(key).or_insert(value);
+    }
     result.result_type.get_or_insert(ResultType::COMPLETE);
     result
 }

@@ -242,6 +242,7 @@ impl Routes {
         agent: &str,
     ) -> Result<Vec<Value>, McpError> {
         let listed = airlock
+            .resources()
             .list_resources(agent, None)
             .await
             .map_err(rpc_error)?;
@@ -259,6 +260,7 @@ impl Routes {
         agent: &str,
     ) -> Result<Vec<Value>, McpError> {
         let listed = airlock
+            .resources()
             .list_resource_templates(agent, None)
             .await
             .map_err(rpc_error)?;
@@ -275,7 +277,11 @@ impl Routes {
         airlock: &Airlock,
         agent: &str,
     ) -> Result<Vec<Value>, McpError> {
-        let listed = airlock.list_prompts(agent, None).await.map_err(rpc_error)?;
+        let listed = airlock
+            .resources()
+            .list_prompts(agent, None)
+            .await
+            .map_err(rpc_error)?;
         Ok(self.prompts.lock().expect("routes poisoned").learn(listed))
     }
 

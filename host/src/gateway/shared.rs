@@ -68,8 +68,8 @@ impl Gateway {
             last
         };
         if last {
-            self.airlock.detach_client(agent);
-            self.airlock.disconnect_agent(agent).await;
+            self.airlock.services().detach_client(agent);
+            self.airlock.services().disconnect_agent(agent).await;
         }
     }
 
@@ -83,7 +83,7 @@ impl Gateway {
             .map(|(a, _)| a)
             .collect();
         for agent in agents {
-            self.airlock.detach_client(&agent);
+            self.airlock.services().detach_client(&agent);
         }
         self.airlock.clone().close().await;
     }

@@ -358,16 +358,14 @@ impl Driver {
             let message = Some("cancelled by its client".to_string());
             return self.record(TaskStatus::Cancelled, message, None).await;
         }
-        match outcome.map(|result| serde_json::to_value(result)) {
-            Ok(Ok(result)) => {
+        match outcome.map(|result| super::wire::wire_of(&result)) {
+            Ok(Value::Object(mut result)) => {
+                result.insert("resultType".into(), json!("complete"));
                 let payload = json!({"result": result});
                 self.record(TaskStatus::Completed, None, Some(payload))
                     .await
             }
-            Ok(Err(e)) => {
-                self.fail(&format!("the result cannot be encoded: {e}"))
-                    .await
-            }
+            Ok(_) => self.fail("the result cannot be encoded").await,
             Err(why) => self.fail(why).await,
         }
     }

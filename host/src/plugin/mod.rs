@@ -22,6 +22,7 @@ mod pipeline;
 mod policy;
 mod runtime;
 mod state;
+mod typed;
 
 pub use bindings::{
     Call, ContentBlock, Decision, NamedTool, PluginInfo, RedactionMark, ResultDecision,
@@ -39,3 +40,4 @@ pub use policy::{
     CallVerdict, PolicyChain, PolicyLink, PolicyRecord, ResultOutcome, check_call_now,
 };
 pub use runtime::{LoadedPlugin, PluginRuntime, SUPPORTED_CONTRACT};
+pub use typed::{result_from_wit, result_into_wit};

@@ -149,7 +149,7 @@ impl ServicePipeline {
     /// `is_error` is kept whatever the plugins say.
     pub async fn process(
         self: &Arc<Self>,
-        result: ToolResult,
+        result: crate::mcp::ToolResult,
         known: &KnownSecrets,
     ) -> Result<Processed, PluginError> {
         self.process_then(result, known, |processed| processed)
@@ -168,14 +168,14 @@ impl ServicePipeline {
     /// `blocking`).
     pub async fn process_then<R: Send + 'static>(
         self: &Arc<Self>,
-        result: ToolResult,
+        result: crate::mcp::ToolResult,
         known: &KnownSecrets,
         finish: impl FnOnce(Processed) -> R + Send + 'static,
     ) -> Result<R, PluginError> {
         let _budget = self
             .content
             .runtime()
-            .work_budget(approx_size(&result))
+            .work_budget(result.approx_size())
             .await;
         let pipeline = self.clone();
         let known = known.clone();
@@ -184,6 +184,7 @@ impl ServicePipeline {
         blocking(move || {
             let _in_call = span.enter();
             let secrets = plugin_secrets(&known);
+            let result = super::result_into_wit(result);
             pipeline.process_now(result, &secrets, &known).map(finish)
         })
         .await
@@ -225,38 +226,40 @@ impl ServicePipeline {
         })
     }
 
-    /// Runs only the redaction chain on a JSON document that came from the service's
-    /// server but is not a tool result (tool metadata, resource contents, prompt
-    /// messages, log data): the document travels as the result's `structuredContent`, so
-    /// every string in it is redacted with the service's secrets and configured
-    /// patterns. One blocking section for the whole chain.
-    pub async fn redact_json(
+    /// Runs only the redaction chain on `texts` that came from the service's server but
+    /// are not a tool result (the strings of tool metadata, resource contents, prompt
+    /// messages, log data): each travels as a text block of a result, and comes back
+    /// redacted in its place. One blocking section for the whole chain.
+    pub async fn redact_texts(
         self: &Arc<Self>,
-        value: serde_json::Value,
+        texts: Vec<String>,
         secrets: Vec<Secret>,
-    ) -> Result<serde_json::Value, PluginError> {
+    ) -> Result<Vec<String>, PluginError> {
         let pipeline = self.clone();
+        let count = texts.len();
         blocking(move || {
             let scrub = scrub_set(&secrets);
-            let mut result = ToolResult {
-                content: Vec::new(),
-                structured_content: Some(value.to_string()),
-                is_error: false,
-                meta: None,
-            };
+            let mut result = super::result_into_wit(crate::mcp::ToolResult::of_texts(texts));
             for stage in &pipeline.redaction {
                 result = redact_now(stage, result, &secrets, &scrub)?.result;
             }
-            let text = result.structured_content.unwrap_or_default();
-            serde_json::from_str(&text).map_err(|e| {
+            let texts: Vec<String> = result
+                .content
+                .into_iter()
+                .filter_map(|block| match block {
+                    super::ContentBlock::Text(t) => Some(t.text),
+                    _ => None,
+                })
+                .collect();
+            if texts.len() != count {
                 let stage = pipeline
                     .redaction
                     .last()
                     .expect("a redaction chain is never empty");
-                stage.contract_error(format!(
-                    "returned structuredContent that is no longer JSON: {e}"
-                ))
-            })
+                return Err(stage
+                    .contract_error(format!("returned {} text blocks for {count}", texts.len())));
+            }
+            Ok(texts)
         })
         .await
     }

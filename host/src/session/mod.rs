@@ -142,12 +142,12 @@ pub struct CallControl {
     pub asker: Option<std::sync::Arc<dyn AgentClient>>,
 }
 
-/// A `tools/call` outcome: the result JSON, plus a warning when an earlier cancelled
-/// call on this session never answered.
+/// A `tools/call` outcome: the result, plus a warning when an earlier cancelled call on
+/// this session never answered.
 #[derive(Debug, Clone)]
 pub struct CallReply {
-    /// The `CallToolResult` as JSON.
-    pub result: Value,
+    /// The server's result, every block kept.
+    pub result: crate::mcp::ToolResult,
     /// Set when cancelled work may still be running on the server.
     pub warning: Option<String>,
 }
@@ -417,8 +417,8 @@ impl Session {
         Err(input::too_many_rounds(what))
     }
 
-    /// Calls a tool. The result is the server's `CallToolResult` as JSON (whatever its
-    /// blocks, none dropped). Timeout and cancellation send `notifications/cancelled`.
+    /// Calls a tool. The result is the server's, typed (whatever its blocks, none
+    /// dropped: rmcp hands a result its model cannot hold over as JSON, read exactly). Timeout and cancellation send `notifications/cancelled`.
     /// A 2026-07-28 server's `input_required` answers are given through the agent's
     /// client and the call goes on, within the same timeout.
     pub async fn call_tool(
@@ -454,9 +454,11 @@ impl Session {
                     continue;
                 }
                 input::Round::Done(ServerResult::CallToolResult(result)) => {
-                    serde_json::to_value(result).unwrap_or_default()
+                    crate::mcp::rmcp_model::result_from_rmcp(result)
                 }
-                input::Round::Done(ServerResult::CustomResult(custom)) => custom.0,
+                input::Round::Done(ServerResult::CustomResult(custom)) => {
+                    crate::mcp::wire::result_from_wire(custom.0)
+                }
                 input::Round::Done(ServerResult::CreateTaskResult(created)) => {
                     let follow = tasks::Follow {
                         peer: self.service.peer(),
@@ -467,7 +469,7 @@ impl Session {
                         cancel: &cancel,
                         tool: raw_name,
                     };
-                    follow.run(created).await?
+                    crate::mcp::wire::result_from_wire(follow.run(created).await?)
                 }
                 input::Round::Done(other) => {
                     return Err(CallError::new(

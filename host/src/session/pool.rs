@@ -10,10 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::broadcast;
-
 use super::Session;
-use crate::events::{Event, SessionState};
+use crate::events::{Event, EventBus, SessionState};
 
 /// A live session and what it was opened with.
 pub struct LiveSession {
@@ -53,12 +51,12 @@ pub struct SessionPool {
     live: AtomicUsize,
     max: usize,
     seq: AtomicU64,
-    events: broadcast::Sender<Event>,
+    events: EventBus,
 }
 
 impl SessionPool {
     /// A pool allowing at most `max` live sessions, reporting to `events`.
-    pub fn new(max: usize, events: broadcast::Sender<Event>) -> Self {
+    pub fn new(max: usize, events: EventBus) -> Self {
         SessionPool {
             slots: Mutex::new(HashMap::new()),
             live: AtomicUsize::new(0),
@@ -85,7 +83,7 @@ impl SessionPool {
         reconnect: bool,
         reason: Option<String>,
     ) {
-        let _ = self.events.send(Event::SessionChanged {
+        self.events.emit(Event::SessionChanged {
             agent: agent.to_string(),
             service: service.to_string(),
             session,

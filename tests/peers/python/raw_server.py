@@ -9,7 +9,8 @@ Tools: `exotic` (blocks of unknown types), `slow` (answers only when cancelled, 
 error, so the client sees the cancelled request answered), `stuck` (never answers),
 `echo`, `big` (`size` characters), `salted` (`size` bytes with $SERVICE_TOKEN every
 4 KiB), `leak` ($SERVICE_TOKEN), `die` (exits mid-call),
-`deep` (a result nested 100,000 levels deep), `refuse` (a JSON-RPC error whose message
+`deep` (a result nested 100,000 levels deep), `echo_blocks` (returns its `blocks`
+argument as its content and its `structured` argument as its structuredContent, as given), `refuse` (a JSON-RPC error whose message
 holds $SERVICE_TOKEN), `bad_utf8` (a response line that is not
 UTF-8), `oversize` (a result of $RAW_OVERSIZE bytes, default 40 MiB).
 `many-tools` lists 10,001 tools; `huge-catalog` lists 100 tools whose descriptions add up
@@ -85,6 +86,7 @@ for line in sys.stdin:
             {"name": "oversize", "description": "Answers with a huge result", "inputSchema": {"type": "object"}},
             {"name": "refuse", "description": "Answers with a JSON-RPC error naming $SERVICE_TOKEN", "inputSchema": {"type": "object"}},
             {"name": "echo", "description": "Returns its text", "inputSchema": {"type": "object"}},
+            {"name": "echo_blocks", "description": "Returns the blocks it is given", "inputSchema": {"type": "object"}},
             {"name": "big", "description": "Returns `size` x characters", "inputSchema": {"type": "object"}},
             {"name": "salted", "description": "Returns `size` bytes with $SERVICE_TOKEN every 4 KiB", "inputSchema": {"type": "object"}},
             {"name": "leak", "description": "Returns $SERVICE_TOKEN", "inputSchema": {"type": "object"}},
@@ -118,6 +120,12 @@ for line in sys.stdin:
                 "leak": lambda: "token=" + os.environ.get("SERVICE_TOKEN", ""),
             }[name]()
             send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}})
+        elif name == "echo_blocks":
+            args = msg["params"].get("arguments") or {}
+            result = {"content": args.get("blocks", [])}
+            if "structured" in args:
+                result["structuredContent"] = args["structured"]
+            send({"jsonrpc": "2.0", "id": mid, "result": result})
         elif name == "die":
             sys.exit(7)
         elif name == "refuse":

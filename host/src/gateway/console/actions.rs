@@ -61,7 +61,7 @@ pub(super) async fn service(
     check_csrf(&operator, &form.csrf)?;
     let airlock = &state.console.airlock;
     let outcome = match action.as_str() {
-        "test" => airlock.test(&name).await.map(|report| {
+        "test" => airlock.services().test(&name).await.map(|report| {
             format!(
                 "tested \"{name}\": {} {} on protocol {}, {} tools",
                 report.server.name,
@@ -71,10 +71,12 @@ pub(super) async fn service(
             )
         }),
         "enable" => airlock
+            .services()
             .set_enabled(&name, true)
             .await
             .map(|()| format!("enabled \"{name}\"")),
         "disable" => airlock
+            .services()
             .set_enabled(&name, false)
             .await
             .map(|()| format!("disabled \"{name}\" on every replica until it is enabled again")),
@@ -99,10 +101,11 @@ pub(super) async fn session(
     let airlock = &state.console.airlock;
     let outcome = match action.as_str() {
         "disconnect" => {
-            airlock.disconnect(&agent, &service).await;
+            airlock.services().disconnect(&agent, &service).await;
             Ok(format!("disconnected agent \"{agent}\" from \"{service}\""))
         }
         "reset" => airlock
+            .services()
             .reset(&agent, &service)
             .await
             .map(|()| format!("reset agent \"{agent}\"'s session with \"{service}\"")),
@@ -139,7 +142,7 @@ pub(super) async fn grant(
         "grant" if crate::gateway::tokens::valid_agent(agent) => {
             // A registry write: on a blocking thread.
             let (airlock, a, s) = (airlock.clone(), agent.to_string(), service.to_string());
-            off_runtime(move || airlock.grant(&a, &s))
+            off_runtime(move || airlock.access().grant(&a, &s))
                 .await
                 .map(|()| format!("granted \"{service}\" to agent \"{agent}\""))
         }
@@ -150,6 +153,7 @@ pub(super) async fn grant(
             ),
         )),
         "revoke" => airlock
+            .access()
             .revoke(agent, service)
             .await
             .map(|()| format!("revoked agent \"{agent}\"'s grant of \"{service}\"")),
@@ -172,7 +176,7 @@ pub(super) async fn revoke_approval(
 ) -> Result<Response, Response> {
     check_csrf(&operator, &form.csrf)?;
     let airlock = state.console.airlock.clone();
-    let outcome = off_runtime(move || airlock.revoke_approval(id))
+    let outcome = off_runtime(move || airlock.access().revoke_approval(id))
         .await
         .map(|had| {
             if had {
@@ -197,22 +201,20 @@ pub(super) async fn save_output(
     let folder = console
         .artifacts
         .join(format!("{}-{}", segment(&service), segment(&id)));
-    let (a, s, i) = (agent.clone(), service.clone(), id.clone());
-    // Exporting writes and syncs files: off the runtime's threads.
-    let outcome = off_runtime(move || {
-        console
-            .airlock
-            .export_output(&a, &s, &i, &folder, None)
-            .map(|export| {
-                format!(
-                    "saved {} bytes ({}) to {}",
-                    export.size,
-                    export.digest,
-                    folder.display()
-                )
-            })
-    })
-    .await;
+    // Exporting writes and syncs files (off the runtime's threads, inside).
+    let outcome = console
+        .airlock
+        .outputs()
+        .export(&agent, &service, &id, &folder, None)
+        .await
+        .map(|export| {
+            format!(
+                "saved {} bytes ({}) to {}",
+                export.size,
+                export.digest,
+                folder.display()
+            )
+        });
     let back = format!(
         "/console/output/{}/{}/{}",
         segment(&agent),

@@ -149,7 +149,7 @@ pub(super) async fn services(
     let console = &state.console;
     let airlock = &console.airlock;
     let mut sessions: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
-    for s in airlock.sessions() {
+    for s in airlock.services().sessions() {
         sessions
             .entry(s.service)
             .or_default()
@@ -163,7 +163,7 @@ pub(super) async fn services(
                 th { "Live sessions" } th { "Actions" }
             } }
             tbody {
-                @for report in airlock.status() {
+                @for report in airlock.services().status() {
                     @let name = report.service.as_str();
                     @let state_name = report.status.name();
                     @let (fresh, why) = freshness(&report);
@@ -302,15 +302,11 @@ pub(super) async fn output(
         segment(&service),
         segment(&id)
     );
-    let read = {
-        let (airlock, agent, service, id) = (
-            console.airlock.clone(),
-            agent.clone(),
-            service.clone(),
-            id.clone(),
-        );
-        off_runtime(move || airlock.read_output_as(&agent, &service, &id, at.offset)).await
-    };
+    let read = console
+        .airlock
+        .outputs()
+        .read_as(&agent, &service, &id, at.offset)
+        .await;
     let page_of = match read {
         Ok(page_of) => page_of,
         Err(e) => {
@@ -356,7 +352,12 @@ pub(super) async fn grants(
 ) -> Markup {
     let console = &state.console;
     let airlock = &console.airlock;
-    let services: Vec<String> = airlock.status().into_iter().map(|r| r.service).collect();
+    let services: Vec<String> = airlock
+        .services()
+        .status()
+        .into_iter()
+        .map(|r| r.service)
+        .collect();
     // Grants, approvals and token agents are registry queries: on a blocking thread.
     let (grants, approvals, token_agents) = {
         let (airlock, guard) = (airlock.clone(), state.guard.clone());
@@ -366,7 +367,11 @@ pub(super) async fn grants(
                 .list()
                 .map(|tokens| tokens.into_iter().map(|t| t.agent).collect())
                 .unwrap_or_default();
-            (airlock.all_grants(), airlock.approvals(None), token_agents)
+            (
+                airlock.access().all_grants(),
+                airlock.access().approvals(None),
+                token_agents,
+            )
         })
         .await
     };
@@ -376,12 +381,12 @@ pub(super) async fn grants(
     };
     let mut agents: BTreeSet<String> = granted.iter().map(|(a, _)| a.clone()).collect();
     agents.insert(state.guard.default_agent.clone());
-    agents.extend(airlock.sessions().into_iter().map(|s| s.agent));
+    agents.extend(airlock.services().sessions().into_iter().map(|s| s.agent));
     agents.extend(console.log.agents());
     agents.extend(token_agents);
     let decisions = console.log.decisions();
     let body = html! {
-        @if airlock.access_mode() == AccessMode::Open {
+        @if airlock.access().mode() == AccessMode::Open {
             p.hint { "Access is open: every agent may use every enabled service. Grants are kept, and apply when the gateway runs with --access grants." }
         }
         @if let Some(error) = error { p.flash.failed role="alert" { (error) } }
@@ -456,7 +461,7 @@ pub(super) async fn plugins(
     Extension(operator): Extension<Operator>,
 ) -> Markup {
     let console = &state.console;
-    let all = console.airlock.plugins();
+    let all = console.airlock.services().plugins();
     let body = html! {
         @if let Some(first) = all.first() {
             p #limits {

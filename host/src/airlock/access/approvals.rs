@@ -3,13 +3,14 @@
 //! when it answers elicitation (behind `airlock serve`), or by the embedder's
 //! [`Approver`] (the CLI prompts on a terminal). A person may ask for the answer to be
 //! remembered: for these arguments or any, for a while or until revoked
-//! (`airlock grants revoke ID`, [`Airlock::revoke_approval`]).
+//! (`airlock grants revoke ID`, [`Access::revoke_approval`]).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use super::{Airlock, Inner};
+use super::Access;
+use crate::airlock::services::registry_failure;
 use crate::error::{CallError, ErrorCode};
 use crate::registry::{ApprovalGrant, ApprovalScope, glob_literal};
 
@@ -94,7 +95,7 @@ where
 
 /// How a question was answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Answered {
+pub(crate) enum Answered {
     /// A remembered approval let the call through.
     ByGrant(i64),
     /// A person allowed it, and the answer was remembered as this grant, if asked to.
@@ -105,9 +106,9 @@ pub(super) enum Answered {
     NoOne,
 }
 
-impl Inner {
+impl Access {
     /// Answers `request`: a remembered approval, else a person (see the module).
-    pub(super) async fn answer(&self, request: ApprovalRequest) -> Result<Answered, CallError> {
+    pub(crate) async fn answer(&self, request: ApprovalRequest) -> Result<Answered, CallError> {
         let arguments = canonical_json(&request.arguments);
         let registry = self.registry.clone();
         let question = request.clone();
@@ -149,11 +150,8 @@ impl Inner {
     /// `None` when there is no one to ask.
     async fn ask_person(&self, request: &ApprovalRequest) -> Option<Approval> {
         let client = self
-            .agent_clients
-            .read()
-            .expect("agent clients poisoned")
-            .get(&request.agent)
-            .and_then(|link| link.get())
+            .agents
+            .client(&request.agent)
             .filter(|client| client.capabilities().elicitation);
         if let Some(client) = client {
             return Some(elicit_approval(client.as_ref(), request).await);
@@ -168,22 +166,16 @@ impl Inner {
     }
 }
 
-impl Airlock {
+impl Access {
     /// The approvals remembered for `agent` (every agent's with `None`), oldest first.
     pub fn approvals(&self, agent: Option<&str>) -> Result<Vec<ApprovalGrant>, CallError> {
-        self.inner
-            .registry
-            .approvals(agent)
-            .map_err(super::access::registry_failure)
+        self.registry.approvals(agent).map_err(registry_failure)
     }
 
     /// Forgets the remembered approval `id`: the next call it covered asks again.
     /// Returns whether there was one.
     pub fn revoke_approval(&self, id: i64) -> Result<bool, CallError> {
-        self.inner
-            .registry
-            .revoke_approval(id)
-            .map_err(super::access::registry_failure)
+        self.registry.revoke_approval(id).map_err(registry_failure)
     }
 }
 
@@ -206,7 +198,7 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| CallError::new(ErrorCode::ServiceUnavailable, format!("approvals: {e}")))?
-        .map_err(super::access::registry_failure)
+        .map_err(registry_failure)
 }
 
 fn now_ms() -> i64 {
@@ -217,7 +209,7 @@ fn now_ms() -> i64 {
 
 /// `value` as compact JSON with every object's keys sorted, so that the same arguments
 /// in another key order compare equal.
-pub(super) fn canonical_json(value: &Value) -> String {
+pub(crate) fn canonical_json(value: &Value) -> String {
     fn sorted(value: &Value) -> Value {
         match value {
             Value::Object(map) => {

@@ -1,16 +1,20 @@
-//! Resources, resource templates, prompts and completions, per service or aggregated
-//! across services. Every entry point checks access (grants and the embedder's callback)
-//! as calls do; an aggregated listing skips the services the agent may not use.
-//! Everything that comes back from a server passes the egress rule (`egress.rs`). Each
-//! request runs under the service's limits and is retried once when the connection
-//! closed under it (`upstream.rs`).
+//! [`Resources`]: what services offer besides tools — resources, resource templates,
+//! prompts and completions, per service or aggregated across services. Every entry point
+//! checks access (grants and the embedder's callback) as calls do; an aggregated listing
+//! skips the services the agent may not use. Everything that comes back from a server
+//! passes the egress rule (`services/egress.rs`). Each request runs under the service's
+//! limits and is retried once when the connection closed under it
+//! (`services/upstream.rs`).
 
 use serde_json::Value;
 
-use super::{AccessRequest, Airlock, Inner};
+use std::sync::Arc;
+
+use super::access::{Access, AccessRequest};
+use super::services::Services;
 use crate::error::{CallError, ErrorCode};
 
-/// What [`Airlock::aggregate`] lists.
+/// What [`Resources::aggregate`] lists.
 #[derive(Clone, Copy)]
 enum Listing {
     Resources,
@@ -36,44 +40,42 @@ impl Listing {
     }
 }
 
-impl Inner {
+/// Resources, prompts and completions of the services.
+pub struct Resources {
+    services: Arc<Services>,
+    access: Arc<Access>,
+}
+
+impl Resources {
+    pub(crate) fn new(services: Arc<Services>, access: Arc<Access>) -> Resources {
+        Resources { services, access }
+    }
+
     /// The services a listing covers: the one named, or every available one.
     fn targets(&self, service: Option<&str>) -> Result<Vec<String>, CallError> {
         match service {
-            Some(s) if self.has_service(s) => Ok(vec![s.to_string()]),
-            Some(s) => Err(CallError::new(
-                ErrorCode::ServiceUnavailable,
-                format!("no service named \"{s}\""),
-            )),
+            Some(s) if self.services.has(s) => Ok(vec![s.to_string()]),
+            Some(s) => Err(super::services::no_service(s)),
             None => Ok(self
-                .all_services()
+                .services
+                .names()
                 .into_iter()
-                .filter(|(_, s)| s.enabled() && s.pipeline.is_some())
-                .map(|(n, _)| n)
+                .filter(|name| self.services.is_usable(name))
                 .collect()),
         }
     }
 
-    /// The per-request timeout of `service`.
-    fn timeout_of(&self, service: &str) -> std::time::Duration {
-        self.service(service)
-            .map(|s| s.config.tool_timeout)
-            .unwrap_or(crate::config::DEFAULT_TOOL_TIMEOUT)
-    }
-}
-
-impl Airlock {
     /// Resources of one service, or of every available service when `service` is
     /// `None` (each entry gains a `service` field; unavailable services are skipped).
     ///
     /// ```no_run
     /// # async fn run(airlock: airlock_host::Airlock) -> Result<(), airlock_host::CallError> {
-    /// for r in airlock.list_resources("default", None).await? {
-    ///     let contents = airlock.read_resource("default", r["service"].as_str().unwrap(), r["uri"].as_str().unwrap()).await?;
+    /// for r in airlock.resources().list_resources("default", None).await? {
+    ///     let contents = airlock.resources().read_resource("default", r["service"].as_str().unwrap(), r["uri"].as_str().unwrap()).await?;
     ///     println!("{contents}");
     /// }
-    /// let prompts = airlock.list_prompts("default", Some("linear")).await?;
-    /// let messages = airlock.get_prompt("default", "linear", "triage-issue", serde_json::json!({"issueId": "ENG-42"})).await?;
+    /// let prompts = airlock.resources().list_prompts("default", Some("linear")).await?;
+    /// let messages = airlock.resources().get_prompt("default", "linear", "triage-issue", serde_json::json!({"issueId": "ENG-42"})).await?;
     /// # Ok(()) }
     /// ```
     pub async fn list_resources(
@@ -112,10 +114,9 @@ impl Airlock {
         service: Option<&str>,
         kind: Listing,
     ) -> Result<Vec<Value>, CallError> {
-        let inner = &self.inner;
         let mut all = Vec::new();
-        for name in inner.targets(service)? {
-            let allowed = inner.authorize(&AccessRequest::Service {
+        for name in self.targets(service)? {
+            let allowed = self.access.authorize(&AccessRequest::Service {
                 agent,
                 service: &name,
                 operation: kind.method(),
@@ -123,7 +124,7 @@ impl Airlock {
             let listed = match allowed {
                 Err(e) => Err(e),
                 Ok(()) => {
-                    inner
+                    self.services
                         .idempotent(agent, &name, |live| async move {
                             // A server that does not offer the capability lists nothing.
                             if !live.session.server_supports(kind.capability()) {
@@ -142,7 +143,7 @@ impl Airlock {
             };
             match listed {
                 Ok(items) => {
-                    let items = inner.redact_value(&name, Value::Array(items)).await;
+                    let items = self.services.redact_value(&name, Value::Array(items)).await;
                     all.extend(items.as_array().into_iter().flatten().map(|item| {
                         let mut item = item.clone();
                         item["service"] = Value::String(name.clone());
@@ -167,23 +168,23 @@ impl Airlock {
         service: &str,
         uri: &str,
     ) -> Result<Value, CallError> {
-        let inner = &self.inner;
-        inner.authorize(&AccessRequest::Service {
+        self.access.authorize(&AccessRequest::Service {
             agent,
             service,
             operation: "resources/read",
         })?;
-        let timeout = inner.timeout_of(service);
-        let value = inner
+        let timeout = self.services.timeout_of(service);
+        let value = self
+            .services
             .idempotent(agent, service, |live| async move {
                 live.session.read_resource(uri, timeout).await
             })
             .await;
         let value = match value {
             Ok(value) => value,
-            Err(e) => return Err(inner.redact_error(service, e).await),
+            Err(e) => return Err(self.services.redact_error(service, e).await),
         };
-        Ok(inner.redact_value(service, value).await)
+        Ok(self.services.redact_value(service, value).await)
     }
 
     /// Subscribes `agent` to updates of `uri` on `service` (`subscribe = false`
@@ -195,21 +196,21 @@ impl Airlock {
         uri: &str,
         subscribe: bool,
     ) -> Result<(), CallError> {
-        let inner = &self.inner;
-        inner.authorize(&AccessRequest::Service {
+        self.access.authorize(&AccessRequest::Service {
             agent,
             service,
             operation: "resources/subscribe",
         })?;
-        let timeout = inner.timeout_of(service);
-        let outcome = inner
+        let timeout = self.services.timeout_of(service);
+        let outcome = self
+            .services
             .idempotent(agent, service, |live| async move {
                 live.session.subscribe(uri, subscribe, timeout).await
             })
             .await;
         match outcome {
             Ok(()) => Ok(()),
-            Err(e) => Err(inner.redact_error(service, e).await),
+            Err(e) => Err(self.services.redact_error(service, e).await),
         }
     }
 
@@ -227,14 +228,14 @@ impl Airlock {
                 "prompt arguments must be a JSON object",
             ));
         };
-        let inner = &self.inner;
-        inner.authorize(&AccessRequest::Service {
+        self.access.authorize(&AccessRequest::Service {
             agent,
             service,
             operation: "prompts/get",
         })?;
-        let timeout = inner.timeout_of(service);
-        let value = inner
+        let timeout = self.services.timeout_of(service);
+        let value = self
+            .services
             .idempotent(agent, service, |live| {
                 let arguments = arguments.clone();
                 async move { live.session.get_prompt(name, arguments, timeout).await }
@@ -242,9 +243,9 @@ impl Airlock {
             .await;
         let value = match value {
             Ok(value) => value,
-            Err(e) => return Err(inner.redact_error(service, e).await),
+            Err(e) => return Err(self.services.redact_error(service, e).await),
         };
-        Ok(inner.redact_value(service, value).await)
+        Ok(self.services.redact_value(service, value).await)
     }
 
     /// `completion/complete` on `service` (`params` as MCP JSON: `ref`, `argument`,
@@ -255,14 +256,14 @@ impl Airlock {
         service: &str,
         params: Value,
     ) -> Result<Value, CallError> {
-        let inner = &self.inner;
-        inner.authorize(&AccessRequest::Service {
+        self.access.authorize(&AccessRequest::Service {
             agent,
             service,
             operation: "completion/complete",
         })?;
-        let timeout = inner.timeout_of(service);
-        let value = inner
+        let timeout = self.services.timeout_of(service);
+        let value = self
+            .services
             .idempotent(agent, service, |live| {
                 let params = params.clone();
                 async move { live.session.complete(params, timeout).await }
@@ -270,8 +271,8 @@ impl Airlock {
             .await;
         let value = match value {
             Ok(value) => value,
-            Err(e) => return Err(inner.redact_error(service, e).await),
+            Err(e) => return Err(self.services.redact_error(service, e).await),
         };
-        Ok(inner.redact_value(service, value).await)
+        Ok(self.services.redact_value(service, value).await)
     }
 }

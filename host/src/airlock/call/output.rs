@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::error::{CallError, ErrorCode};
+use crate::mcp::ContentBlock;
 use crate::plugin::RedactionMark;
 use crate::results::Retained;
 
@@ -23,8 +24,8 @@ pub struct CallOutput {
     pub is_error: bool,
     /// The retention record.
     pub retained: Retained,
-    /// The converted, redacted content blocks (MCP JSON).
-    pub content: Vec<Value>,
+    /// The converted, redacted content blocks.
+    pub content: Vec<ContentBlock>,
     /// The converted, redacted `structuredContent`, if any.
     pub structured_content: Option<Value>,
     /// The preview of the full text.
@@ -107,6 +108,14 @@ pub fn call_json(outcome: &Result<CallOutput, CallError>) -> Value {
 }
 
 impl CallOutput {
+    /// The converted, redacted blocks in their wire form (MCP JSON).
+    pub fn content_json(&self) -> Vec<Value> {
+        self.content
+            .iter()
+            .map(crate::mcp::wire::block_to_wire)
+            .collect()
+    }
+
     /// This output as `airlock --json call` prints it (see [`call_json`]).
     pub fn to_json(&self) -> Value {
         call_json(&Ok(self.clone()))

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::Inner;
+use super::Services;
 use crate::config::Source;
 use crate::events::{Event, ServiceState};
 use crate::session::{GuardReport, ServerIdentity};
@@ -100,8 +100,9 @@ pub struct TestReport {
     pub tools: Vec<serde_json::Value>,
 }
 
-impl Inner {
-    pub(super) fn tool_count(&self, service: &str) -> usize {
+impl Services {
+    /// Tools of `service` in the catalog.
+    pub(crate) fn tool_count(&self, service: &str) -> usize {
         self.cataloger
             .read()
             .tools()
@@ -110,8 +111,8 @@ impl Inner {
     }
 
     /// The report of `name`; `None` once it is no longer configured.
-    pub(super) fn report(&self, name: &str) -> Option<ServiceReport> {
-        let service = self.service(name)?;
+    pub fn report(&self, name: &str) -> Option<ServiceReport> {
+        let service = self.get(name)?;
         let live = self.pool.live_count(name);
         let tools = self.tool_count(name);
         let health = service.health();
@@ -149,29 +150,12 @@ impl Inner {
         })
     }
 
-    pub(super) fn emit_service_changed(&self, name: &str) {
-        let Some(report) = self.report(name) else {
-            return;
-        };
-        let reason = match &report.status {
-            ServiceStatus::Failed { reason } => Some(reason.clone()),
-            _ => None,
-        };
-        self.emit(Event::ServiceChanged {
-            service: name.to_string(),
-            state: report.status.state(),
-            reason,
-        });
-    }
-}
-
-impl super::Airlock {
     /// The state of every configured service.
     ///
     /// ```no_run
     /// # fn run(airlock: &airlock_host::Airlock) {
     /// use airlock_host::ServiceStatus;
-    /// for report in airlock.status() {
+    /// for report in airlock.services().status() {
     ///     match report.status {
     ///         ServiceStatus::Failed { reason } => eprintln!("{} failed: {reason}", report.service),
     ///         other => println!("{}: {}", report.service, other.name()),
@@ -180,108 +164,37 @@ impl super::Airlock {
     /// # }
     /// ```
     pub fn status(&self) -> Vec<ServiceReport> {
-        self.inner
-            .all_services()
+        self.names()
             .iter()
-            .filter_map(|(name, _)| self.inner.report(name))
+            .filter_map(|name| self.report(name))
             .collect()
     }
 
-    /// The state of the services `agent` may use (grants and the embedder's callback
-    /// consulted, as for calls).
-    pub fn status_for(&self, agent: &str) -> Vec<ServiceReport> {
-        self.inner
-            .all_services()
-            .iter()
-            .map(|(name, _)| name)
-            .filter(|name| {
-                self.inner
-                    .authorize(&super::AccessRequest::Service {
-                        agent,
-                        service: name,
-                        operation: "status",
-                    })
-                    .is_ok()
-            })
-            .filter_map(|name| self.inner.report(name))
-            .collect()
+    /// Sends `service_changed` with `name`'s state now.
+    pub(crate) fn emit_service_changed(&self, name: &str) {
+        let Some(report) = self.report(name) else {
+            return;
+        };
+        let reason = match &report.status {
+            ServiceStatus::Failed { reason } => Some(reason.clone()),
+            _ => None,
+        };
+        self.events.emit(Event::ServiceChanged {
+            service: name.to_string(),
+            state: report.status.state(),
+            reason,
+        });
     }
-}
 
-impl super::Airlock {
-    /// The instructions an agent's model gets about its services: each service the agent
-    /// may use, by name (and label), with the first sentence of its description.
-    ///
-    /// ```no_run
-    /// # fn run(airlock: &airlock_host::Airlock) {
-    /// println!("{}", airlock.instructions_for("agent-7"));
-    /// # }
-    /// ```
-    pub fn instructions_for(&self, agent: &str) -> String {
-        let inner = &self.inner;
-        let mut lines = Vec::new();
-        for (name, service) in &inner.all_services() {
-            let usable = service.enabled()
-                && service.pipeline.is_some()
-                && inner
-                    .authorize(&super::AccessRequest::Service {
-                        agent,
-                        service: name,
-                        operation: "instructions",
-                    })
-                    .is_ok();
-            if !usable {
-                continue;
-            }
-            let mut line = format!("- {name}");
-            if let Some(label) = service.config.label.as_deref().filter(|l| *l != name) {
-                line.push_str(&format!(" ({label})"));
-            }
-            if let Some(first) = service
-                .config
-                .description
-                .as_deref()
-                .map(first_sentence)
-                .filter(|s| !s.is_empty())
-            {
-                line.push_str(": ");
-                line.push_str(&first);
-            }
-            lines.push(line);
-        }
-        if lines.is_empty() {
-            return "No MCP services are available to this agent.".to_string();
-        }
-        format!(
-            "MCP services available through Airlock:\n{}",
-            lines.join("\n")
-        )
-    }
-}
-
-/// The first sentence of `text` (up to the first `. `, `! `, `? ` or line break), at most
-/// 200 characters.
-fn first_sentence(text: &str) -> String {
-    let text = text.trim();
-    let mut end = text.len();
-    for (i, c) in text.char_indices() {
-        if c == '\n' {
-            end = i;
-            break;
-        }
-        if matches!(c, '.' | '!' | '?')
-            && text[i + c.len_utf8()..]
-                .chars()
-                .next()
-                .is_none_or(char::is_whitespace)
-        {
-            end = i + c.len_utf8();
-            break;
-        }
-    }
-    let sentence = text[..end].trim();
-    match sentence.char_indices().nth(200) {
-        Some((cut, _)) => format!("{}…", &sentence[..cut]),
-        None => sentence.to_string(),
+    /// Sends `tools_changed` with `name`'s tool count now (none when it is disabled).
+    pub(crate) fn emit_tools_changed(&self, name: &str) {
+        let tools = match self.get(name) {
+            Some(service) if service.enabled() => self.tool_count(name),
+            _ => 0,
+        };
+        self.events.emit(Event::ToolsChanged {
+            service: name.to_string(),
+            tools,
+        });
     }
 }

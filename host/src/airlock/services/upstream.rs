@@ -8,18 +8,18 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Inner;
+use super::{Services, no_service};
 use crate::error::{CallError, ErrorCode};
 use crate::session::LiveSession;
 
 /// The pause before an idempotent request is sent again.
 pub const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
-impl Inner {
+impl Services {
     /// Runs an idempotent request of `agent` on its session with `service`, under the
     /// service's limits; retried once on a fresh session when the connection closed
     /// under it.
-    pub(super) async fn idempotent<T, F, Fut>(
+    pub(crate) async fn idempotent<T, F, Fut>(
         &self,
         agent: &str,
         service: &str,
@@ -29,16 +29,11 @@ impl Inner {
         F: Fn(Arc<LiveSession>) -> Fut,
         Fut: Future<Output = Result<T, CallError>>,
     {
-        let Some(guarded) = self.service(service) else {
-            return Err(CallError::new(
-                ErrorCode::ServiceUnavailable,
-                format!("no service named \"{service}\""),
-            ));
-        };
+        let guarded = self.get(service).ok_or_else(|| no_service(service))?;
         let _permit = guarded.guard.admit(agent)?;
         let mut retried = false;
         loop {
-            let live = self.session(agent, service).await?;
+            let live = self.open(agent, service).await?;
             match request(live).await {
                 Err(e) if e.code == ErrorCode::ServiceUnavailable => {
                     guarded.guard.record_failure();

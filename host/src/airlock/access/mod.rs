@@ -1,16 +1,26 @@
-//! Access: which agent may use which service. Two layers, both checked before a call
-//! reaches a server and again on every output read:
+//! [`Access`]: which agent may use which service. Two layers, both checked before a call
+//! reaches a server, before any other request touches a service, and again on every
+//! output read:
 //! - grants per (agent, service), kept in the registry, enforced when
 //!   [`AccessMode::Grants`] is on;
 //! - the embedder's [`AccessCheck`] callback (its "room" or permission mode).
+//!
+//! It also answers the questions policies ask a person (`approvals.rs`), and holds the
+//! views of the services an agent may use.
 
-use std::sync::Arc;
+mod approvals;
 
-use super::{Airlock, Inner};
-use crate::catalog::CatalogTool;
+use std::collections::{BTreeSet, HashSet};
+use std::sync::{Arc, Mutex};
+
+pub(crate) use approvals::Answered;
+pub use approvals::{Approval, ApprovalRequest, Approver, RememberArguments};
+
+use super::agents::Agents;
+use super::services::{ServiceReport, Services, no_service, registry_failure};
 use crate::error::{CallError, ErrorCode};
-use crate::events::Event;
-use crate::results::{Page, ReadError};
+use crate::events::{Event, EventBus};
+use crate::registry::Registry;
 
 /// Whether grants are required.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -113,25 +123,52 @@ impl std::fmt::Debug for AccessOptions {
     }
 }
 
-fn denied(message: String) -> CallError {
+pub(crate) fn denied(message: String) -> CallError {
     CallError::new(ErrorCode::ServiceAccessDenied, message)
 }
 
-/// A registry failure as a call's error: `registry_unavailable` when the database could
-/// not be reached (a retry may work), else `service_unavailable`.
-pub(super) fn registry_failure(e: crate::registry::RegistryError) -> CallError {
-    let code = if e.is_unavailable() {
-        ErrorCode::RegistryUnavailable
-    } else {
-        ErrorCode::ServiceUnavailable
-    };
-    CallError::new(code, e.to_string())
+/// Who may use what, and the questions a person answers.
+pub struct Access {
+    mode: AccessMode,
+    check: Option<Arc<dyn AccessCheck>>,
+    approver: Option<Arc<dyn Approver>>,
+    registry: Arc<Registry>,
+    services: Arc<Services>,
+    agents: Arc<Agents>,
+    events: EventBus,
+    /// Every grant as last read by [`Access::take_in_grants`].
+    seen: Mutex<BTreeSet<(String, String)>>,
 }
 
-impl Inner {
+impl Access {
+    pub(crate) fn new(
+        options: AccessOptions,
+        approver: Option<Arc<dyn Approver>>,
+        registry: Arc<Registry>,
+        services: Arc<Services>,
+        agents: Arc<Agents>,
+        events: EventBus,
+    ) -> Access {
+        Access {
+            mode: options.mode,
+            check: options.check,
+            approver,
+            registry,
+            services,
+            agents,
+            events,
+            seen: Default::default(),
+        }
+    }
+
+    /// Whether calls need grants.
+    pub fn mode(&self) -> AccessMode {
+        self.mode
+    }
+
     /// Whether `agent` holds what grants require for `service`.
     fn granted(&self, agent: &str, service: &str) -> Result<bool, CallError> {
-        match self.access.mode {
+        match self.mode {
             AccessMode::Open => Ok(true),
             AccessMode::Grants => self
                 .registry
@@ -141,7 +178,7 @@ impl Inner {
     }
 
     /// Checks grants and the embedder's callback for `request`.
-    pub(super) fn authorize(&self, request: &AccessRequest<'_>) -> Result<(), CallError> {
+    pub fn authorize(&self, request: &AccessRequest<'_>) -> Result<(), CallError> {
         let (agent, service) = match request {
             AccessRequest::Call { agent, service, .. }
             | AccessRequest::Service { agent, service, .. }
@@ -152,39 +189,60 @@ impl Inner {
                 "agent \"{agent}\" has no grant for service \"{service}\""
             )));
         }
-        if let Some(check) = &self.access.check {
+        if let Some(check) = &self.check {
             check
                 .check(request)
                 .map_err(|m| denied(format!("access to service \"{service}\" was refused: {m}")))?;
         }
         Ok(())
     }
-}
 
-impl Airlock {
+    /// Whether `agent` may use `service` for `operation` (grants and the embedder's
+    /// callback, as for a request).
+    pub fn may_use(&self, agent: &str, service: &str, operation: &str) -> bool {
+        self.authorize(&AccessRequest::Service {
+            agent,
+            service,
+            operation,
+        })
+        .is_ok()
+    }
+
+    /// The services `agent` holds grants for, in grants mode (`None` in open mode: every
+    /// service). One registry query, not one per service; a registry that cannot be read
+    /// grants nothing.
+    pub fn granted_services(&self, agent: &str) -> Option<HashSet<String>> {
+        match self.mode {
+            AccessMode::Open => None,
+            AccessMode::Grants => match self.registry.grants(agent) {
+                Ok(services) => Some(services.into_iter().collect()),
+                Err(e) => {
+                    tracing::warn!(agent, "cannot read grants; granting nothing: {e}");
+                    Some(Default::default())
+                }
+            },
+        }
+    }
+
     /// Grants `service` to `agent` (persisted). Emits `grants_changed`.
     ///
     /// ```no_run
     /// # async fn run(airlock: airlock_host::Airlock) -> Result<(), airlock_host::CallError> {
-    /// airlock.grant("agent-7", "github")?;
-    /// let visible = airlock.tools_for("agent-7");
-    /// airlock.revoke("agent-7", "github").await?; // also closes agent-7's github session
+    /// airlock.access().grant("agent-7", "github")?;
+    /// let visible = airlock.catalog().tools_for("agent-7");
+    /// airlock.access().revoke("agent-7", "github").await?; // also closes agent-7's github session
     /// # Ok(()) }
     /// ```
     pub fn grant(&self, agent: &str, service: &str) -> Result<(), CallError> {
-        if !self.inner.has_service(service) {
-            return Err(CallError::new(
-                ErrorCode::ServiceUnavailable,
-                format!("no service named \"{service}\""),
-            ));
+        if !self.services.has(service) {
+            return Err(no_service(service));
         }
         if self
-            .inner
             .registry
             .grant(agent, service)
             .map_err(registry_failure)?
         {
-            self.inner.emit(Event::GrantsChanged {
+            self.events.emit(Event::GrantsChanged {
                 agent: agent.to_string(),
                 service: service.to_string(),
                 granted: true,
@@ -196,96 +254,54 @@ impl Airlock {
     /// Revokes `agent`'s grant of `service` and closes that agent's session with it.
     pub async fn revoke(&self, agent: &str, service: &str) -> Result<(), CallError> {
         if self
-            .inner
             .registry
             .revoke(agent, service)
             .map_err(registry_failure)?
         {
-            self.inner.emit(Event::GrantsChanged {
+            self.events.emit(Event::GrantsChanged {
                 agent: agent.to_string(),
                 service: service.to_string(),
                 granted: false,
             });
         }
-        self.inner.disconnect_now(agent, service).await;
+        self.services.disconnect(agent, service).await;
         Ok(())
     }
 
-    /// The tools `agent` may see: every tool of an enabled service in open mode, else
-    /// those of granted services.
-    pub fn tools_for(&self, agent: &str) -> Vec<CatalogTool> {
-        // One registry query for the agent's grants, not one per tool: with the registry
-        // in PostgreSQL each is a round trip.
-        let granted: Option<std::collections::HashSet<String>> = match self.inner.access.mode {
-            AccessMode::Open => None,
-            AccessMode::Grants => match self.inner.registry.grants(agent) {
-                Ok(services) => Some(services.into_iter().collect()),
-                Err(e) => {
-                    tracing::warn!(agent, "cannot read grants; listing no tools: {e}");
-                    Some(Default::default())
-                }
-            },
-        };
-        self.tools()
-            .into_iter()
-            .filter(|t| self.inner.service(&t.service).is_some_and(|s| s.enabled()))
-            .filter(|t| granted.as_ref().is_none_or(|g| g.contains(&t.service)))
+    /// Every grant, as (agent, service) pairs.
+    pub fn all_grants(&self) -> Result<Vec<(String, String)>, CallError> {
+        self.registry.all_grants().map_err(registry_failure)
+    }
+
+    /// The state of the services `agent` may use (grants and the embedder's callback
+    /// consulted, as for calls).
+    pub fn status_for(&self, agent: &str) -> Vec<ServiceReport> {
+        self.services
+            .names()
+            .iter()
+            .filter(|name| self.may_use(agent, name, "status"))
+            .filter_map(|name| self.services.report(name))
             .collect()
     }
 
-    /// Saves a retained output of `service` (owned by `agent`) into `folder`, whole or as
-    /// ordered parts of at most `part_size` bytes with an index (at most 512 parts); the
-    /// agent's access is checked as for a read.
-    pub fn export_output(
-        &self,
-        agent: &str,
-        service: &str,
-        output_id: &str,
-        folder: &std::path::Path,
-        part_size: Option<usize>,
-    ) -> Result<crate::results::Export, CallError> {
-        self.inner.authorize(&AccessRequest::ReadOutput {
-            agent,
-            service,
-            output_id,
-        })?;
-        self.inner
-            .results
-            .export_for(agent, service, output_id, folder, part_size)
-            .map_err(|e| match e {
-                crate::results::ExportError::Read(ReadError::NotOwner { .. }) => {
-                    denied(e.to_string())
-                }
-                crate::results::ExportError::Write { .. } => {
-                    CallError::new(ErrorCode::ToolError, e.to_string())
-                }
-                other => CallError::new(ErrorCode::InvalidArguments, other.to_string()),
-            })
-    }
-
-    /// Reads a page of a retained output for `agent`: only the agent whose call produced
-    /// it may read it, and its access to the service is checked again.
-    pub fn read_output_as(
-        &self,
-        agent: &str,
-        service: &str,
-        output_id: &str,
-        offset: usize,
-    ) -> Result<Page, CallError> {
-        self.inner.authorize(&AccessRequest::ReadOutput {
-            agent,
-            service,
-            output_id,
-        })?;
-        self.inner
-            .results
-            .read_for(agent, service, output_id, offset, self.inner.preview)
-            .map_err(|e| match e {
-                ReadError::NotOwner { .. } => denied(e.to_string()),
-                ReadError::BadOffset { .. } => {
-                    CallError::new(ErrorCode::InvalidArguments, e.to_string())
-                }
-                other => CallError::new(ErrorCode::InvalidArguments, other.to_string()),
-            })
+    /// Takes in every grant as the registry holds it now (another process may have
+    /// changed them): each grant given or revoked since the last look is reported as
+    /// `grants_changed`. The first look (`first`) only records them.
+    pub(crate) fn take_in_grants(&self, grants: Vec<(String, String)>, first: bool) {
+        let grants: BTreeSet<(String, String)> = grants.into_iter().collect();
+        let before = std::mem::replace(
+            &mut *self.seen.lock().expect("seen grants poisoned"),
+            grants.clone(),
+        );
+        if first {
+            return;
+        }
+        for (agent, service) in before.symmetric_difference(&grants) {
+            self.events.emit(Event::GrantsChanged {
+                agent: agent.clone(),
+                service: service.clone(),
+                granted: grants.contains(&(agent.clone(), service.clone())),
+            });
+        }
     }
 }

@@ -1,0 +1,228 @@
+//! [`Agents`]: what Airlock keeps per agent, whichever services it uses: its own MCP
+//! client (through which servers ask it questions and send it logs), the roots its
+//! servers are offered, and the lowest server log level it wants.
+//!
+//! A client is kept wrapped: a URL-mode elicitation, which sends the user to a page the
+//! server chose, first passes the asking service's policy through the
+//! [`QuestionGate`] the call path installs (`call/questions.rs`).
+
+#![allow(deprecated)] // sampling and elicitation: still in every supported revision
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock, RwLock, Weak};
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
+    LoggingMessageNotificationParam,
+};
+use serde_json::{Value, json};
+
+use crate::session::{AgentCapabilities, AgentClient, AgentFuture, AgentLink};
+
+/// The tool name policies see a URL-mode elicitation as (`deny = ["elicitation/url"]`
+/// refuses them all; `deny_arguments` can match the URL).
+pub const URL_ELICITATION: &str = "elicitation/url";
+
+/// Checks a URL-mode elicitation against the asking service's policy before the agent's
+/// client sees it. Answers the URL to send the user to (rewritten, or `None` for the
+/// server's own), or the refusal the server is told.
+pub trait QuestionGate: Send + Sync {
+    /// Checks `arguments` (`url`, `message`, `tool`) asked by `service` of `agent`.
+    fn check_url<'a>(
+        &'a self,
+        agent: &'a str,
+        service: &'a str,
+        arguments: Value,
+    ) -> Pin<Box<dyn Future<Output = Result<Option<String>, McpError>> + Send + 'a>>;
+}
+
+/// Per-agent clients, roots and log levels.
+pub struct Agents {
+    links: RwLock<HashMap<String, Arc<AgentLink>>>,
+    roots: RwLock<HashMap<String, Vec<String>>>,
+    default_roots: Vec<String>,
+    log_levels: RwLock<HashMap<String, String>>,
+    gate: OnceLock<Weak<dyn QuestionGate>>,
+}
+
+impl Agents {
+    /// No agent known yet; an agent that sets no roots gets `default_roots`.
+    pub(crate) fn new(default_roots: Vec<String>) -> Agents {
+        Agents {
+            links: Default::default(),
+            roots: Default::default(),
+            default_roots,
+            log_levels: Default::default(),
+            gate: OnceLock::new(),
+        }
+    }
+
+    /// Installs the gate URL-mode elicitations pass (once, at start).
+    pub(crate) fn set_gate(&self, gate: Weak<dyn QuestionGate>) {
+        let _ = self.gate.set(gate);
+    }
+
+    /// Where `agent`'s sessions find its client (made on first use).
+    pub fn link(&self, agent: &str) -> Arc<AgentLink> {
+        // Read first: every 2026-07-28 request looks its agent's link up.
+        let known = self
+            .links
+            .read()
+            .expect("agent links poisoned")
+            .get(agent)
+            .cloned();
+        known.unwrap_or_else(|| {
+            self.links
+                .write()
+                .expect("agent links poisoned")
+                .entry(agent.to_string())
+                .or_default()
+                .clone()
+        })
+    }
+
+    /// `agent`'s client now, if it has one.
+    pub fn client(&self, agent: &str) -> Option<Arc<dyn AgentClient>> {
+        self.links
+            .read()
+            .expect("agent links poisoned")
+            .get(agent)
+            .and_then(|link| link.get())
+    }
+
+    /// Makes `client` `agent`'s client (its URL questions policed), or forgets it.
+    pub(crate) fn set_client(&self, agent: &str, client: Option<Arc<dyn AgentClient>>) {
+        let client = client.map(|c| self.policed(c, agent, None));
+        self.link(agent).set(client);
+    }
+
+    /// `client` with the URL-mode elicitations it is asked checked by the asking
+    /// service's policy first; `tool` is the server's name of the tool whose call asks,
+    /// when known.
+    pub fn policed(
+        &self,
+        client: Arc<dyn AgentClient>,
+        agent: &str,
+        tool: Option<&str>,
+    ) -> Arc<dyn AgentClient> {
+        Arc::new(PolicedAsker {
+            client,
+            gate: self.gate.get().cloned(),
+            agent: agent.to_string(),
+            tool: tool.map(str::to_string),
+        })
+    }
+
+    /// The roots offered to `agent`'s servers: its own, else the defaults.
+    pub fn roots(&self, agent: &str) -> Vec<String> {
+        self.roots
+            .read()
+            .expect("roots poisoned")
+            .get(agent)
+            .cloned()
+            .unwrap_or_else(|| self.default_roots.clone())
+    }
+
+    /// `agent`'s roots as `file://` URIs (what policies see).
+    pub fn root_uris(&self, agent: &str) -> Vec<String> {
+        self.roots(agent)
+            .into_iter()
+            .map(|path| format!("file://{path}"))
+            .collect()
+    }
+
+    /// Replaces `agent`'s roots.
+    pub(crate) fn set_roots(&self, agent: &str, roots: Vec<String>) {
+        self.roots
+            .write()
+            .expect("roots poisoned")
+            .insert(agent.to_string(), roots);
+    }
+
+    /// The lowest server log level `agent` wants, if it said.
+    pub fn log_level(&self, agent: &str) -> Option<String> {
+        self.log_levels
+            .read()
+            .expect("log levels poisoned")
+            .get(agent)
+            .cloned()
+    }
+
+    /// Records the lowest server log level `agent` wants.
+    pub(crate) fn set_log_level(&self, agent: &str, level: &str) {
+        self.log_levels
+            .write()
+            .expect("log levels poisoned")
+            .insert(agent.to_string(), level.to_string());
+    }
+}
+
+/// An agent's client (or a call's asker) whose URL-mode elicitations pass the gate.
+struct PolicedAsker {
+    client: Arc<dyn AgentClient>,
+    gate: Option<Weak<dyn QuestionGate>>,
+    agent: String,
+    /// The server's name of the tool whose call asks, when known.
+    tool: Option<String>,
+}
+
+impl AgentClient for PolicedAsker {
+    fn capabilities(&self) -> AgentCapabilities {
+        self.client.capabilities()
+    }
+
+    fn create_message(
+        &self,
+        service: String,
+        params: CreateMessageRequestParams,
+    ) -> AgentFuture<CreateMessageResult> {
+        self.client.create_message(service, params)
+    }
+
+    fn elicit(&self, service: String, params: ElicitRequestParams) -> AgentFuture<ElicitResult> {
+        let ElicitRequestParams::UrlElicitationParams { url, message, .. } = &params else {
+            return self.client.elicit(service, params);
+        };
+        let arguments = json!({
+            "url": url,
+            "message": message,
+            "tool": self.tool.clone().unwrap_or_default(),
+        });
+        let (client, gate, agent) = (self.client.clone(), self.gate.clone(), self.agent.clone());
+        Box::pin(async move {
+            let checked = match gate.as_ref().map(Weak::upgrade) {
+                // No policy stage installed (nothing to check against).
+                None => None,
+                Some(None) => {
+                    return Err(McpError::internal_error("Airlock is shutting down", None));
+                }
+                Some(Some(gate)) => gate.check_url(&agent, &service, arguments).await?,
+            };
+            let params = match (params, checked) {
+                (
+                    ElicitRequestParams::UrlElicitationParams {
+                        meta,
+                        message,
+                        elicitation_id,
+                        ..
+                    },
+                    Some(url),
+                ) => ElicitRequestParams::UrlElicitationParams {
+                    meta,
+                    message,
+                    url,
+                    elicitation_id,
+                },
+                (params, _) => params,
+            };
+            client.elicit(service, params).await
+        })
+    }
+
+    fn log(&self, service: &str, message: LoggingMessageNotificationParam) {
+        self.client.log(service, message)
+    }
+}

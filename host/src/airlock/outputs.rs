@@ -95,11 +95,13 @@ impl Outputs {
         output_id: &str,
         offset: usize,
     ) -> Result<Page, CallError> {
-        self.access.authorize(&AccessRequest::ReadOutput {
-            agent,
-            service,
-            output_id,
-        })?;
+        self.access
+            .authorize(&AccessRequest::ReadOutput {
+                agent,
+                service,
+                output_id,
+            })
+            .await?;
         let (results, page) = (self.results.clone(), self.page);
         let (agent, service, output_id) = (
             agent.to_string(),
@@ -128,11 +130,13 @@ impl Outputs {
         folder: &std::path::Path,
         part_size: Option<usize>,
     ) -> Result<Export, CallError> {
-        self.access.authorize(&AccessRequest::ReadOutput {
-            agent,
-            service,
-            output_id,
-        })?;
+        self.access
+            .authorize(&AccessRequest::ReadOutput {
+                agent,
+                service,
+                output_id,
+            })
+            .await?;
         let results = self.results.clone();
         let (agent, service, output_id, folder) = (
             agent.to_string(),

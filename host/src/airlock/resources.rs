@@ -116,11 +116,14 @@ impl Resources {
     ) -> Result<Vec<Value>, CallError> {
         let mut all = Vec::new();
         for name in self.targets(service)? {
-            let allowed = self.access.authorize(&AccessRequest::Service {
-                agent,
-                service: &name,
-                operation: kind.method(),
-            });
+            let allowed = self
+                .access
+                .authorize(&AccessRequest::Service {
+                    agent,
+                    service: &name,
+                    operation: kind.method(),
+                })
+                .await;
             let listed = match allowed {
                 Err(e) => Err(e),
                 Ok(()) => {
@@ -168,11 +171,13 @@ impl Resources {
         service: &str,
         uri: &str,
     ) -> Result<Value, CallError> {
-        self.access.authorize(&AccessRequest::Service {
-            agent,
-            service,
-            operation: "resources/read",
-        })?;
+        self.access
+            .authorize(&AccessRequest::Service {
+                agent,
+                service,
+                operation: "resources/read",
+            })
+            .await?;
         let timeout = self.services.timeout_of(service);
         let value = self
             .services
@@ -196,11 +201,13 @@ impl Resources {
         uri: &str,
         subscribe: bool,
     ) -> Result<(), CallError> {
-        self.access.authorize(&AccessRequest::Service {
-            agent,
-            service,
-            operation: "resources/subscribe",
-        })?;
+        self.access
+            .authorize(&AccessRequest::Service {
+                agent,
+                service,
+                operation: "resources/subscribe",
+            })
+            .await?;
         let timeout = self.services.timeout_of(service);
         let outcome = self
             .services
@@ -228,11 +235,13 @@ impl Resources {
                 "prompt arguments must be a JSON object",
             ));
         };
-        self.access.authorize(&AccessRequest::Service {
-            agent,
-            service,
-            operation: "prompts/get",
-        })?;
+        self.access
+            .authorize(&AccessRequest::Service {
+                agent,
+                service,
+                operation: "prompts/get",
+            })
+            .await?;
         let timeout = self.services.timeout_of(service);
         let value = self
             .services
@@ -256,11 +265,13 @@ impl Resources {
         service: &str,
         params: Value,
     ) -> Result<Value, CallError> {
-        self.access.authorize(&AccessRequest::Service {
-            agent,
-            service,
-            operation: "completion/complete",
-        })?;
+        self.access
+            .authorize(&AccessRequest::Service {
+                agent,
+                service,
+                operation: "completion/complete",
+            })
+            .await?;
         let timeout = self.services.timeout_of(service);
         let value = self
             .services

@@ -225,6 +225,19 @@ impl Db {
         }
     }
 
+    /// [`Db::query`] for async callers: on PostgreSQL the caller's task awaits the
+    /// answer instead of a thread waiting for it; SQLite, local and quick, answers inline.
+    pub(super) async fn query_async(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> Result<Vec<Row>, RegistryError> {
+        match self {
+            Db::Sqlite(_) => self.query(sql, params),
+            Db::Postgres(pg) => pg.query_async(sql, params).await,
+        }
+    }
+
     /// Runs a query expecting at most one row.
     pub(super) fn query_opt(
         &self,

@@ -266,6 +266,9 @@ pub struct Registry {
     recall: recall::Recall,
 }
 
+/// Whether one agent holds one grant.
+const GRANT: &str = "SELECT 1 FROM grants WHERE agent = ?1 AND service = ?2";
+
 impl Registry {
     /// Opens (creating and migrating as needed) the SQLite database in `data_dir`.
     pub fn open(data_dir: &Path) -> Result<Self, RegistryError> {
@@ -384,14 +387,36 @@ impl Registry {
     /// Whether `agent` holds a grant for `service`. While the database cannot be
     /// reached, a grant it confirmed within the outage grace still counts.
     pub fn is_granted(&self, agent: &str, service: &str) -> Result<bool, RegistryError> {
-        let asked = self.db.query_opt(
-            "SELECT 1 FROM grants WHERE agent = ?1 AND service = ?2",
-            &[agent.into(), service.into()],
-        );
+        let asked = self.db.query(GRANT, &[agent.into(), service.into()]);
+        self.granted_from(agent, service, asked)
+    }
+
+    /// [`Registry::is_granted`] for async callers (a call's access check): on
+    /// PostgreSQL the task awaits the answer, no thread blocks.
+    pub async fn is_granted_async(
+        &self,
+        agent: &str,
+        service: &str,
+    ) -> Result<bool, RegistryError> {
+        let asked = self
+            .db
+            .query_async(GRANT, &[agent.into(), service.into()])
+            .await;
+        self.granted_from(agent, service, asked)
+    }
+
+    /// A grant query's answer, remembered for outages, or recalled during one.
+    fn granted_from(
+        &self,
+        agent: &str,
+        service: &str,
+        asked: Result<Vec<db::Row>, RegistryError>,
+    ) -> Result<bool, RegistryError> {
         match asked {
-            Ok(row) => {
-                self.recall.grant_seen(agent, service, row.is_some());
-                Ok(row.is_some())
+            Ok(rows) => {
+                let granted = !rows.is_empty();
+                self.recall.grant_seen(agent, service, granted);
+                Ok(granted)
             }
             Err(e) if e.is_unavailable() && self.recall.granted(agent, service) => {
                 tracing::debug!(agent, service, "grant recalled while {e}");

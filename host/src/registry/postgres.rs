@@ -268,11 +268,43 @@ impl Postgres {
         }
     }
 
-    /// Runs `job` on the storage runtime within the timeout. Refused at once while the
-    /// database is paused after a failure; a failure to reach it drops the connections
-    /// and starts (or lengthens) the pause; `retry` sends the job once more on a new
-    /// connection when the first try found the connection dead.
+    /// Runs `job` on the storage runtime within the timeout, this thread waiting (see
+    /// [`Postgres::attempt`]).
     fn run<T, F, Fut>(&self, retry: bool, job: F) -> Result<T, RegistryError>
+    where
+        T: Send + 'static,
+        F: Fn(Arc<State>) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<T, tokio_postgres::Error>> + Send,
+    {
+        let outcome = storage::wait(self.attempt(retry, job)?);
+        self.settle(outcome)
+    }
+
+    /// Runs `job` on the storage runtime within the timeout, the caller's task awaiting
+    /// it without holding a thread (see [`Postgres::attempt`]).
+    async fn run_async<T, F, Fut>(&self, retry: bool, job: F) -> Result<T, RegistryError>
+    where
+        T: Send + 'static,
+        F: Fn(Arc<State>) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<T, tokio_postgres::Error>> + Send,
+    {
+        let outcome = match storage::handle().spawn(self.attempt(retry, job)?).await {
+            Ok(outcome) => outcome,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => panic!("the storage runtime dropped a job (it is shutting down)"),
+        };
+        self.settle(outcome)
+    }
+
+    /// The future that runs `job` within the timeout. Refused at once while the database
+    /// is paused after a failure; a failure to reach it drops the connections; `retry`
+    /// sends the job once more on a new connection when the first try found the
+    /// connection dead.
+    fn attempt<T, F, Fut>(
+        &self,
+        retry: bool,
+        job: F,
+    ) -> Result<impl std::future::Future<Output = Result<T, Failure>> + Send + 'static, RegistryError>
     where
         T: Send + 'static,
         F: Fn(Arc<State>) -> Fut + Send + Sync + 'static,
@@ -282,7 +314,7 @@ impl Postgres {
             return Err(refusal);
         }
         let (state, timeout) = (self.state.clone(), self.bounds.timeout);
-        let outcome = storage::wait(async move {
+        Ok(async move {
             let attempt = async {
                 match job(state.clone()).await {
                     Err(e) if retry && unreachable(&e) => {
@@ -302,7 +334,12 @@ impl Postgres {
                 state.forget_connections().await;
             }
             outcome
-        });
+        })
+    }
+
+    /// Turns an attempt's outcome into the registry's answer: a failure to reach the
+    /// database starts (or lengthens) the pause, an answer ends it.
+    fn settle<T>(&self, outcome: Result<T, Failure>) -> Result<T, RegistryError> {
         let error = match outcome {
             Ok(value) => {
                 self.reached();
@@ -409,19 +446,18 @@ impl Postgres {
     /// A `SELECT` is sent again once when its connection turned out dead; anything
     /// else (a `DELETE … RETURNING`) is not, since it may have taken effect.
     pub(super) fn query(&self, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, RegistryError> {
-        let retry = sql
-            .trim_start()
-            .get(..6)
-            .is_some_and(|w| w.eq_ignore_ascii_case("select"));
-        let (sql, values) = (Arc::new(dialect(sql)), Arc::new(owned(params)));
-        self.run(retry, move |state| {
-            let (sql, values) = (sql.clone(), values.clone());
-            async move {
-                let client = state.shared().await?;
-                let rows = client.query(sql.as_str(), &refs(&values)).await?;
-                rows.iter().map(decode).collect::<Result<Vec<_>, _>>()
-            }
-        })
+        let (retry, job) = query_job(sql, params);
+        self.run(retry, job)
+    }
+
+    /// [`Postgres::query`] for async callers: the caller's task awaits the answer.
+    pub(super) async fn query_async(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> Result<Vec<Row>, RegistryError> {
+        let (retry, job) = query_job(sql, params);
+        self.run_async(retry, job).await
     }
 
     /// Runs statements in one transaction, on the transaction connection.
@@ -451,6 +487,36 @@ impl Postgres {
         })
     }
 }
+
+/// A query as a job for [`Postgres::run`], and whether it may be sent twice (a
+/// `SELECT` may).
+fn query_job(
+    sql: &str,
+    params: &[Param<'_>],
+) -> (
+    bool,
+    impl Fn(Arc<State>) -> QueryFuture + Send + Sync + 'static,
+) {
+    let retry = sql
+        .trim_start()
+        .get(..6)
+        .is_some_and(|w| w.eq_ignore_ascii_case("select"));
+    let (sql, values) = (Arc::new(dialect(sql)), Arc::new(owned(params)));
+    let job = move |state: Arc<State>| -> QueryFuture {
+        let (sql, values) = (sql.clone(), values.clone());
+        Box::pin(async move {
+            let client = state.shared().await?;
+            let rows = client.query(sql.as_str(), &refs(&values)).await?;
+            rows.iter().map(decode).collect::<Result<Vec<_>, _>>()
+        })
+    };
+    (retry, job)
+}
+
+/// A query job's future.
+type QueryFuture = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Vec<Row>, tokio_postgres::Error>> + Send>,
+>;
 
 impl State {
     /// A new connection, its driver running on the storage runtime, with the search

@@ -65,6 +65,17 @@ pub enum AccessRequest<'a> {
     },
 }
 
+impl<'a> AccessRequest<'a> {
+    /// The agent asking and the service it touches.
+    pub fn parties(&self) -> (&'a str, &'a str) {
+        match *self {
+            AccessRequest::Call { agent, service, .. }
+            | AccessRequest::Service { agent, service, .. }
+            | AccessRequest::ReadOutput { agent, service, .. } => (agent, service),
+        }
+    }
+}
+
 /// The embedder's refusal of one request; its reason reaches the caller with
 /// `service_access_denied`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -166,25 +177,42 @@ impl Access {
         self.mode
     }
 
-    /// Whether `agent` holds what grants require for `service`.
-    fn granted(&self, agent: &str, service: &str) -> Result<bool, CallError> {
-        match self.mode {
-            AccessMode::Open => Ok(true),
+    /// Checks grants and the embedder's callback for `request`. On PostgreSQL the
+    /// grant query is awaited, no thread waits for it.
+    pub async fn authorize(&self, request: &AccessRequest<'_>) -> Result<(), CallError> {
+        let (agent, service) = request.parties();
+        let granted = match self.mode {
+            AccessMode::Open => true,
             AccessMode::Grants => self
                 .registry
-                .is_granted(agent, service)
-                .map_err(registry_failure),
-        }
+                .is_granted_async(agent, service)
+                .await
+                .map_err(registry_failure)?,
+        };
+        self.decide(granted, request)
     }
 
-    /// Checks grants and the embedder's callback for `request`.
-    pub fn authorize(&self, request: &AccessRequest<'_>) -> Result<(), CallError> {
-        let (agent, service) = match request {
-            AccessRequest::Call { agent, service, .. }
-            | AccessRequest::Service { agent, service, .. }
-            | AccessRequest::ReadOutput { agent, service, .. } => (*agent, *service),
+    /// Whether `agent` may use `service` for `operation` (grants and the embedder's
+    /// callback, as for a request). For listings, which are synchronous: the grant
+    /// query runs on this thread.
+    pub fn may_use(&self, agent: &str, service: &str, operation: &str) -> bool {
+        let request = AccessRequest::Service {
+            agent,
+            service,
+            operation,
         };
-        if !self.granted(agent, service)? {
+        let granted = match self.mode {
+            AccessMode::Open => Ok(true),
+            AccessMode::Grants => self.registry.is_granted(agent, service),
+        };
+        granted.is_ok_and(|granted| self.decide(granted, &request).is_ok())
+    }
+
+    /// The verdict on `request` once whether its agent holds the grant is known: the
+    /// grant first, then the embedder's callback.
+    fn decide(&self, granted: bool, request: &AccessRequest<'_>) -> Result<(), CallError> {
+        let (agent, service) = request.parties();
+        if !granted {
             return Err(denied(format!(
                 "agent \"{agent}\" has no grant for service \"{service}\""
             )));
@@ -195,17 +223,6 @@ impl Access {
                 .map_err(|m| denied(format!("access to service \"{service}\" was refused: {m}")))?;
         }
         Ok(())
-    }
-
-    /// Whether `agent` may use `service` for `operation` (grants and the embedder's
-    /// callback, as for a request).
-    pub fn may_use(&self, agent: &str, service: &str, operation: &str) -> bool {
-        self.authorize(&AccessRequest::Service {
-            agent,
-            service,
-            operation,
-        })
-        .is_ok()
     }
 
     /// The services `agent` holds grants for, in grants mode (`None` in open mode: every

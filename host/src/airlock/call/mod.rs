@@ -179,7 +179,7 @@ impl Calls {
         started: Instant,
     ) -> Result<CallOutput, CallError> {
         let arguments = object(arguments)?;
-        self.admit(&options.agent, found)?;
+        self.admit(&options.agent, found).await?;
         let allowed = if found.pipeline.policy().is_empty() {
             Allowed::unchecked(arguments)
         } else {
@@ -230,15 +230,17 @@ impl Calls {
 
     /// The access stage: grants and the embedder's callback. A denied call never
     /// reaches the server (checked before any session opens).
-    fn admit(&self, agent: &str, found: &Resolved) -> Result<(), CallError> {
+    async fn admit(&self, agent: &str, found: &Resolved) -> Result<(), CallError> {
         let stage = Instant::now();
-        let checked = tracing::info_span!("access").in_scope(|| {
-            self.access.authorize(&AccessRequest::Call {
+        let checked = self
+            .access
+            .authorize(&AccessRequest::Call {
                 agent,
                 service: &found.tool.service,
                 tool: &found.tool.name,
             })
-        });
+            .instrument(tracing::info_span!("access"))
+            .await;
         stage_done("access", stage);
         checked
     }

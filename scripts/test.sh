@@ -18,6 +18,12 @@ cd "$root"
 
 echo "== toolchain"
 rustup target add wasm32-wasip2
+rustup component add rustfmt clippy
+
+echo "== formatting and lints: cargo fmt --check, clippy -D warnings (full and lean builds)"
+cargo fmt --all --check
+cargo clippy --locked -p airlock-host --all-targets -- -D warnings
+cargo clippy --locked -p airlock-host --no-default-features -- -D warnings
 
 echo "== npm test peers"
 (cd tests/peers && npm ci --no-audit --no-fund --loglevel=error)
@@ -76,8 +82,15 @@ AIRLOCK_TEST_STORAGE=remote cargo test --locked -p airlock-host \
 stop_storage
 trap - EXIT
 
-echo "== the embeddable library builds without the CLI feature"
-cargo check --locked -p airlock-host --no-default-features
+echo "== the embeddable library (built lean by the lint step) links no storage client it does not use"
+heavy=$(cargo tree --locked -p airlock-host --no-default-features -e normal --prefix none \
+    | grep -E '^(tokio-postgres|postgres-native-tls|object_store|clap|keyring) ' | sort -u || true)
+if [ -n "$heavy" ]; then
+    echo "the lean build (--no-default-features) still depends on:" >&2
+    echo "$heavy" >&2
+    exit 1
+fi
+echo "lean: no tokio-postgres, object_store, clap or keyring"
 
 echo "== no test server outlived the tests"
 sleep 1

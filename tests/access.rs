@@ -95,7 +95,7 @@ async fn a_denied_call_never_reaches_the_server() {
     let check = Arc::new(|request: &AccessRequest<'_>| match request {
         AccessRequest::Call {
             agent: "intruder", ..
-        } => Err("this room is read-only".to_string()),
+        } => Err("this room is read-only".into()),
         _ => Ok(()),
     });
     let options = AirlockOptions {

@@ -228,6 +228,7 @@ fn token_of(ws: &Workspace, agent: &str) -> (String, String) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::await_holding_lock)] // the guard serializes the suite's tests on purpose
 async fn a_registry_outage_costs_only_the_calls_that_need_it() {
     let _serial = serial();
     let outage = relay();
@@ -389,6 +390,7 @@ enum Outcome {
 /// the surviving replica was dropped, and its descriptors, threads and child processes
 /// are back to where they were.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::await_holding_lock)] // the guard serializes the suite's tests on purpose
 async fn the_chaos_suite() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};

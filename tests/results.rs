@@ -253,7 +253,7 @@ async fn s3_credentials_are_checked_at_start_up() {
         );
         assert!(refused.contains("s3://results/team-a"), "{refused}");
         assert!(refused.contains(reason), "{refused}");
-        assert!(!refused.contains(&*secret), "{refused}");
+        assert!(!refused.contains(secret), "{refused}");
         // The CLI says the same and fails.
         let out = ws.run(&["status"], &[]);
         assert!(!out.status.success());

@@ -273,7 +273,7 @@ async fn authorize(
 ) -> Result<String, oauth::OAuthError> {
     let browser = {
         let http = http.clone();
-        move |auth_url: &str| -> Result<(), String> {
+        move |auth_url: &str| -> std::io::Result<()> {
             let http = http.clone();
             let auth_url = auth_url.to_string();
             tokio::spawn(async move {

@@ -19,8 +19,8 @@ fn main() -> ExitCode {
     });
     let telemetry = match telemetry {
         Ok(telemetry) => telemetry,
-        Err(message) => {
-            eprintln!("airlock: {message}");
+        Err(e) => {
+            eprintln!("airlock: {}", airlock_host::cli::error_message(&e));
             return ExitCode::from(2);
         }
     };

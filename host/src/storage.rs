@@ -1,4 +1,4 @@
-//! The storage runtime: one small tokio runtime, started on first use, on which the
+//! The storage runtime (with the `postgres` or `s3` feature): one small tokio runtime, started on first use, on which the
 //! remote storage backends (PostgreSQL for the registry, S3 for retained results) do
 //! their network I/O, and [`wait`], which runs one such job for synchronous code; and
 //! [`open_sqlite`], how the local SQLite databases (the registry, small outputs) open.
@@ -11,14 +11,19 @@
 //!
 //! Layer 0 (leaf). Imports nothing of the crate.
 
+#[cfg(any(feature = "postgres", feature = "s3"))]
 use std::future::Future;
+#[cfg(any(feature = "postgres", feature = "s3"))]
 use std::sync::OnceLock;
 
+#[cfg(any(feature = "postgres", feature = "s3"))]
 use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
 
 /// The runtime's worker threads: network I/O waits, it does not compute.
+#[cfg(any(feature = "postgres", feature = "s3"))]
 const WORKERS: usize = 2;
 
+#[cfg(any(feature = "postgres", feature = "s3"))]
 fn runtime() -> &'static Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| {
@@ -33,6 +38,7 @@ fn runtime() -> &'static Runtime {
 
 /// The storage runtime's handle, for a backend that keeps tasks running on it (a
 /// PostgreSQL connection's driver).
+#[cfg(any(feature = "postgres", feature = "s3"))]
 pub fn handle() -> Handle {
     runtime().handle().clone()
 }
@@ -44,6 +50,7 @@ pub fn handle() -> Handle {
 /// `JoinHandle` from a thread inside a current-thread runtime spends that runtime's
 /// cooperative budget, and once it is spent the wake-up is deferred to a scheduler
 /// that is blocked right here, waiting.
+#[cfg(any(feature = "postgres", feature = "s3"))]
 pub fn wait<F>(job: F) -> F::Output
 where
     F: Future + Send + 'static,
@@ -69,7 +76,7 @@ where
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(feature = "postgres", feature = "s3")))]
 mod tests {
     use super::*;
 

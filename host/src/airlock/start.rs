@@ -23,10 +23,11 @@ use crate::events::EventBus;
 use crate::plugin::{PluginError, PluginRuntime};
 use crate::registry::Registry;
 use crate::results::ResultStore;
-use crate::secrets::{KnownSecrets, SecretStore};
+use crate::secrets::{KnownSecrets, SecretError, SecretStore};
 
 /// Why Airlock could not start at all (a single service failing is not one of these).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StartError {
     /// The data directory could not be created or opened.
     #[error("data directory \"{path}\": {message}")]
@@ -80,7 +81,7 @@ pub(crate) async fn open_storage(
             "results.secret_access_key",
             s3.secret_access_key.as_deref(),
         )
-        .map_err(StartError::Results)?,
+        .map_err(|e| StartError::Results(e.to_string()))?,
         crate::config::ResultsLocation::Local => None,
     };
     let (dir, location, index) = (
@@ -102,7 +103,7 @@ pub(crate) fn resolve_secret(
     store: &SecretStore,
     setting: &str,
     value: Option<&str>,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, SecretError> {
     let Some(value) = value else {
         return Ok(None);
     };
@@ -116,10 +117,14 @@ pub(crate) fn resolve_secret(
             crate::secrets::register_log_secrets(&KnownSecrets::new().with(setting, &secret));
             Ok(Some(secret))
         }
-        Ok(None) => Err(format!(
-            "{setting} names the secret-store entry \"{name}\", which is not there; add it with `airlock secrets set {name}`"
-        )),
-        Err(e) => Err(format!("{setting}: {e}")),
+        Ok(None) => Err(SecretError::Missing {
+            setting: setting.to_string(),
+            name: name.to_string(),
+        }),
+        Err(e) => Err(SecretError::Setting {
+            setting: setting.to_string(),
+            cause: Box::new(e),
+        }),
     }
 }
 

@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::bail;
 use serde_json::{Value, json};
 
 use super::Cli;
@@ -19,7 +20,7 @@ pub(super) async fn call(
     timeout: Option<f64>,
     compact: bool,
     events: bool,
-) -> Result<ExitCode, String> {
+) -> anyhow::Result<ExitCode> {
     let arguments: Value = match serde_json::from_str(args) {
         Ok(v) => v,
         Err(e) => {
@@ -33,9 +34,7 @@ pub(super) async fn call(
     };
     let timeout = match timeout {
         Some(t) if !(t.is_finite() && t > 0.0) => {
-            return Err(format!(
-                "--timeout must be a positive number of seconds, got {t}"
-            ));
+            bail!("--timeout must be a positive number of seconds, got {t}");
         }
         Some(t) => Some(Duration::from_secs_f64(t)),
         None => None,
@@ -74,7 +73,7 @@ pub(super) fn save_output(
     output_id: &str,
     folder: &std::path::Path,
     part_size: Option<usize>,
-) -> Result<ExitCode, String> {
+) -> anyhow::Result<ExitCode> {
     let store = open_results(cli)?;
     match store.export_for(&cli.agent, service, output_id, folder, part_size) {
         Ok(export) => {
@@ -125,7 +124,7 @@ pub(super) fn output(
     service: &str,
     output_id: &str,
     offset: usize,
-) -> Result<ExitCode, String> {
+) -> anyhow::Result<ExitCode> {
     let options = options(cli)?;
     let store = open_results(cli)?;
     match store.read_for(

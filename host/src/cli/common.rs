@@ -4,6 +4,8 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 
+use anyhow::{Context, anyhow};
+
 use super::Cli;
 use crate::config::{Config, ConfigSources, process_env};
 use crate::results::COMPACT_PREVIEW;
@@ -20,23 +22,22 @@ pub fn data_dir(cli: &Cli) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(".airlock"))
 }
 
-pub(super) fn project_dir() -> Result<PathBuf, String> {
-    std::env::current_dir().map_err(|e| format!("cannot read the current folder: {e}"))
+pub(super) fn project_dir() -> anyhow::Result<PathBuf> {
+    std::env::current_dir().context("cannot read the current folder")
 }
 
-pub(super) fn config_sources(cli: &Cli) -> Result<ConfigSources, String> {
+pub(super) fn config_sources(cli: &Cli) -> anyhow::Result<ConfigSources> {
     Ok(ConfigSources::discover(&project_dir()?, cli.config.clone()))
 }
 
 /// Where the registry and retained results live, from the config files alone.
-pub(super) fn storage(cli: &Cli) -> Result<crate::config::Storage, String> {
-    let storage = crate::config::Storage::load(&config_sources(cli)?, &process_env)
-        .map_err(|e| e.to_string())?;
+pub(super) fn storage(cli: &Cli) -> anyhow::Result<crate::config::Storage> {
+    let storage = crate::config::Storage::load(&config_sources(cli)?, &process_env)?;
     crate::secrets::register_log_secrets(&storage.known_secrets());
     Ok(storage)
 }
 
-pub(super) fn open_servers(cli: &Cli) -> Result<crate::servers::Servers, String> {
+pub(super) fn open_servers(cli: &Cli) -> anyhow::Result<crate::servers::Servers> {
     open_servers_for(cli, &project_dir()?)
 }
 
@@ -44,34 +45,40 @@ pub(super) fn open_servers(cli: &Cli) -> Result<crate::servers::Servers, String>
 pub(super) fn open_servers_for(
     cli: &Cli,
     project: &std::path::Path,
-) -> Result<crate::servers::Servers, String> {
-    crate::servers::Servers::open_at(&data_dir(cli), project, &storage(cli)?.registry)
-        .map_err(|e| e.to_string())
+) -> anyhow::Result<crate::servers::Servers> {
+    Ok(crate::servers::Servers::open_at(
+        &data_dir(cli),
+        project,
+        &storage(cli)?.registry,
+    )?)
 }
 
 /// The registry the config names.
-pub(super) fn open_registry(cli: &Cli) -> Result<crate::registry::Registry, String> {
+pub(super) fn open_registry(cli: &Cli) -> anyhow::Result<crate::registry::Registry> {
     let dir = data_dir(cli);
     std::fs::create_dir_all(&dir)
-        .map_err(|e| format!("data directory \"{}\": {e}", dir.display()))?;
-    crate::registry::Registry::open_at(&dir, &storage(cli)?.registry).map_err(|e| e.to_string())
+        .with_context(|| format!("data directory \"{}\"", dir.display()))?;
+    Ok(crate::registry::Registry::open_at(
+        &dir,
+        &storage(cli)?.registry,
+    )?)
 }
 
 /// The results store the config names (for `airlock output`).
-pub(super) fn open_results(cli: &Cli) -> Result<crate::results::ResultStore, String> {
+pub(super) fn open_results(cli: &Cli) -> anyhow::Result<crate::results::ResultStore> {
     let options = options(cli)?;
     std::fs::create_dir_all(&options.data_dir)
-        .map_err(|e| format!("data directory \"{}\": {e}", options.data_dir.display()))?;
+        .with_context(|| format!("data directory \"{}\"", options.data_dir.display()))?;
     let storage = storage(cli)?;
     let secret_key = match &storage.results {
         crate::config::ResultsLocation::S3(s3) => {
-            let store =
-                crate::secrets::SecretStore::open(&options.data_dir).map_err(|e| e.to_string())?;
+            let store = crate::secrets::SecretStore::open(&options.data_dir)?;
             crate::airlock::resolve_secret(
                 &store,
                 "results.secret_access_key",
                 s3.secret_access_key.as_deref(),
-            )?
+            )
+            .map_err(|e| anyhow!(e))?
         }
         crate::config::ResultsLocation::Local => None,
     };
@@ -82,33 +89,31 @@ pub(super) fn open_results(cli: &Cli) -> Result<crate::results::ResultStore, Str
         options.result_limits,
         None,
     )
-    .map_err(|e| format!("results store: {e}"))
+    .context("results store")
 }
 
 /// The config files merged with the registry's services.
-pub(super) fn load_config(cli: &Cli) -> Result<Config, String> {
-    open_servers(cli)?
-        .load_config(&config_sources(cli)?, &process_env)
-        .map_err(|e| e.to_string())
+pub(super) fn load_config(cli: &Cli) -> anyhow::Result<Config> {
+    Ok(open_servers(cli)?.load_config(&config_sources(cli)?, &process_env)?)
 }
 
-pub(super) fn options(cli: &Cli) -> Result<AirlockOptions, String> {
+pub(super) fn options(cli: &Cli) -> anyhow::Result<AirlockOptions> {
     let mut options = AirlockOptions::new(data_dir(cli));
     options.plugin_cache = std::env::var_os("AIRLOCK_PLUGIN_CACHE").map(PathBuf::from);
     let roots = if cli.roots.is_empty() {
-        vec![std::env::current_dir().map_err(|e| e.to_string())?]
+        vec![std::env::current_dir()?]
     } else {
         cli.roots.clone()
     };
     for root in roots {
         let root =
-            std::path::absolute(&root).map_err(|e| format!("--root {}: {e}", root.display()))?;
+            std::path::absolute(&root).with_context(|| format!("--root {}", root.display()))?;
         options.roots.push(root.display().to_string());
     }
     Ok(options)
 }
 
-pub(super) async fn start(cli: &Cli, config: Config, compact: bool) -> Result<Airlock, String> {
+pub(super) async fn start(cli: &Cli, config: Config, compact: bool) -> anyhow::Result<Airlock> {
     let mut options = options(cli)?;
     if compact {
         options.result_limits.preview = COMPACT_PREVIEW;
@@ -118,9 +123,7 @@ pub(super) async fn start(cli: &Cli, config: Config, compact: bool) -> Result<Ai
     if std::io::stdin().is_terminal() {
         options.approver = Some(std::sync::Arc::new(prompt));
     }
-    Airlock::start(config, options)
-        .await
-        .map_err(|e| e.to_string())
+    Ok(Airlock::start(config, options).await?)
 }
 
 /// Asks the person at the terminal (on stderr, reading stdin) whether a call may run,

@@ -4,6 +4,7 @@
 
 use std::process::ExitCode;
 
+use anyhow::bail;
 use clap::Subcommand;
 use serde_json::json;
 
@@ -34,15 +35,15 @@ pub enum GrantsCommand {
 }
 
 /// Runs `airlock grants`.
-pub fn run(cli: &Cli, command: &GrantsCommand) -> Result<ExitCode, String> {
+pub fn run(cli: &Cli, command: &GrantsCommand) -> anyhow::Result<ExitCode> {
     let registry = open_registry(cli)?;
     let agent = &cli.agent;
     match command {
         GrantsCommand::Add { service } => {
             if !load_config(cli)?.servers.contains_key(service) {
-                return Err(format!("no service named \"{service}\""));
+                bail!("no service named \"{service}\"");
             }
-            let new = registry.grant(agent, service).map_err(|e| e.to_string())?;
+            let new = registry.grant(agent, service)?;
             print(
                 cli,
                 json!({"agent": agent, "service": service, "granted": true, "changed": new}),
@@ -50,7 +51,7 @@ pub fn run(cli: &Cli, command: &GrantsCommand) -> Result<ExitCode, String> {
             );
         }
         GrantsCommand::Remove { service } => {
-            let had = registry.revoke(agent, service).map_err(|e| e.to_string())?;
+            let had = registry.revoke(agent, service)?;
             print(
                 cli,
                 json!({"agent": agent, "service": service, "granted": false, "changed": had}),
@@ -64,8 +65,8 @@ pub fn run(cli: &Cli, command: &GrantsCommand) -> Result<ExitCode, String> {
             );
         }
         GrantsCommand::List => {
-            let services = registry.grants(agent).map_err(|e| e.to_string())?;
-            let approvals = registry.approvals(Some(agent)).map_err(|e| e.to_string())?;
+            let services = registry.grants(agent)?;
+            let approvals = registry.approvals(Some(agent))?;
             print(
                 cli,
                 json!({"agent": agent, "services": services, "approvals": approvals}),
@@ -89,11 +90,9 @@ pub fn run(cli: &Cli, command: &GrantsCommand) -> Result<ExitCode, String> {
             );
         }
         GrantsCommand::Revoke { id } => {
-            let had = registry.revoke_approval(*id).map_err(|e| e.to_string())?;
+            let had = registry.revoke_approval(*id)?;
             if !had {
-                return Err(format!(
-                    "no remembered approval with id {id} (see `airlock grants list`)"
-                ));
+                bail!("no remembered approval with id {id} (see `airlock grants list`)");
             }
             print(cli, json!({"id": id, "revoked": true}), || {
                 println!("forgot approval {id}; the calls it covered ask again")

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::{Context, anyhow, bail};
 use serde_json::json;
 
 use super::Cli;
@@ -37,10 +38,10 @@ pub struct ImportArgs {
 /// The random key preview digests are keyed with, kept in the secret store (created on
 /// first use), so the digests saved in the registry (they cover secret values) cannot be
 /// brute-forced offline. Read once per command.
-fn preview_key(servers: &crate::servers::Servers) -> Result<String, String> {
+fn preview_key(servers: &crate::servers::Servers) -> anyhow::Result<String> {
     const KEY: &str = "import-preview-key";
     let store = servers.store();
-    if let Some(k) = store.get(KEY).map_err(|e| e.to_string())? {
+    if let Some(k) = store.get(KEY)? {
         return Ok(k);
     }
     let k = format!(
@@ -48,7 +49,7 @@ fn preview_key(servers: &crate::servers::Servers) -> Result<String, String> {
         uuid::Uuid::new_v4().simple(),
         uuid::Uuid::new_v4().simple()
     );
-    store.put(KEY, &k).map_err(|e| e.to_string())?;
+    store.put(KEY, &k)?;
     Ok(k)
 }
 
@@ -57,28 +58,30 @@ fn keyed_digest(key: &str, c: &Candidate) -> String {
     crate::results::digest(format!("{key}:{}", c.digest()).as_bytes())
 }
 
-fn home() -> Result<PathBuf, String> {
+fn home() -> anyhow::Result<PathBuf> {
     std::env::var_os("HOME")
         .or_else(|| std::env::var_os("USERPROFILE"))
         .map(PathBuf::from)
-        .ok_or_else(|| "cannot find the home folder: HOME is not set".to_string())
+        .context("cannot find the home folder: HOME is not set")
 }
 
 /// Runs `airlock import`.
-pub async fn run(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, String> {
-    let only = args.from.as_deref().map(Client::parse).transpose()?;
-    let scope = Scope::parse(&args.scope).map_err(|e| e.to_string())?;
+pub async fn run(cli: &Cli, args: &ImportArgs) -> anyhow::Result<ExitCode> {
+    let only = args
+        .from
+        .as_deref()
+        .map(Client::parse)
+        .transpose()
+        .map_err(|e| anyhow!(e))?;
+    let scope = Scope::parse(&args.scope)?;
     let workspace = match &args.workspace {
         Some(w) => {
-            std::path::absolute(w).map_err(|e| format!("--workspace {}: {e}", w.display()))?
+            std::path::absolute(w).with_context(|| format!("--workspace {}", w.display()))?
         }
         None => project_dir()?,
     };
     if !workspace.is_dir() {
-        return Err(format!(
-            "--workspace \"{}\" is not a folder",
-            workspace.display()
-        ));
+        bail!("--workspace \"{}\" is not a folder", workspace.display());
     }
     let home = home()?;
     let scan = crate::import::scan(&ImportSources {
@@ -102,17 +105,14 @@ fn preview(
     servers: &crate::servers::Servers,
     scan: &Scan,
     request: &serde_json::Value,
-) -> Result<ExitCode, String> {
+) -> anyhow::Result<ExitCode> {
     let key = preview_key(servers)?;
     let entries: BTreeMap<String, String> = scan
         .candidates
         .iter()
         .map(|c| (c.name.clone(), keyed_digest(&key, c)))
         .collect();
-    servers
-        .registry()
-        .save_import_preview(request, &entries)
-        .map_err(|e| e.to_string())?;
+    servers.registry().save_import_preview(request, &entries)?;
     let masked: Vec<Candidate> = scan.candidates.iter().map(Candidate::masked).collect();
     if cli.json {
         println!(
@@ -207,20 +207,20 @@ fn apply(
     request: &serde_json::Value,
     names: &[String],
     scope: Scope,
-) -> Result<ExitCode, String> {
+) -> anyhow::Result<ExitCode> {
     let preview = current_preview(servers.registry(), request)?;
     if let Some(s) = scan
         .skipped
         .iter()
         .find(|s| names.contains(&s.name) && !preview.entries.contains_key(&s.name))
     {
-        return Err(format!(
+        bail!(
             "\"{}\" (from {}, {}) is not imported: {}",
             s.name,
             s.client.name(),
             s.source.display(),
             s.reason
-        ));
+        );
     }
     let selected = selection(&preview, names)?;
     let key = preview_key(servers)?;
@@ -229,17 +229,17 @@ fn apply(
     for name in selected {
         let current = scan.candidates.iter().find(|c| c.name == name);
         let outcome = match current {
-            None => Err(format!(
+            None => Err(anyhow!(
                 "\"{name}\" is no longer in its source file; run `airlock import` again"
             )),
-            Some(c) if keyed_digest(&key, c) != preview.entries[&name] => Err(format!(
+            Some(c) if keyed_digest(&key, c) != preview.entries[&name] => Err(anyhow!(
                 "\"{name}\" changed in \"{}\" since the preview; run `airlock import` again",
                 c.source.display()
             )),
             Some(c) => servers
                 .add(draft(c, scope), &process_env)
                 .map(|_| c)
-                .map_err(|e| format!("\"{name}\": {e}")),
+                .with_context(|| format!("\"{name}\"")),
         };
         match outcome {
             Ok(c) => imported.push(json!({
@@ -248,7 +248,7 @@ fn apply(
                 "enabled": c.enabled,
                 "repair": c.repair,
             })),
-            Err(e) => failed.push(e),
+            Err(e) => failed.push(super::error_message(&e)),
         }
     }
     print_applied(cli, &imported, &failed);
@@ -263,35 +263,34 @@ fn apply(
 fn current_preview(
     registry: &Registry,
     request: &serde_json::Value,
-) -> Result<ImportPreview, String> {
+) -> anyhow::Result<ImportPreview> {
     let preview = registry
-        .latest_import_preview()
-        .map_err(|e| e.to_string())?
-        .ok_or("no import preview: run `airlock import` first, check the list, then --apply")?;
-    let age = registry.now().map_err(|e| e.to_string())? - preview.created_at;
+        .latest_import_preview()?
+        .context("no import preview: run `airlock import` first, check the list, then --apply")?;
+    let age = registry.now()? - preview.created_at;
     if age > PREVIEW_TTL_SECS {
-        return Err(format!(
+        bail!(
             "the import preview expired ({} minutes old; previews last 10): run `airlock import` again",
             age / 60
-        ));
+        );
     }
     if &preview.request != request {
-        return Err(format!(
+        bail!(
             "the last preview was made with other options ({}); run `airlock import` with the same --from and --workspace first",
             preview.request
-        ));
+        );
     }
     Ok(preview)
 }
 
 /// The preview entries `--apply` names (every entry for `all`).
-fn selection(preview: &ImportPreview, names: &[String]) -> Result<Vec<String>, String> {
+fn selection(preview: &ImportPreview, names: &[String]) -> anyhow::Result<Vec<String>> {
     Ok(if names.iter().any(|n| n == "all") {
         preview.entries.keys().cloned().collect()
     } else {
         for n in names {
             if !preview.entries.contains_key(n) {
-                return Err(format!(
+                bail!(
                     "\"{n}\" was not in the import preview (entries: {})",
                     preview
                         .entries
@@ -299,7 +298,7 @@ fn selection(preview: &ImportPreview, names: &[String]) -> Result<Vec<String>, S
                         .cloned()
                         .collect::<Vec<_>>()
                         .join(", ")
-                ));
+                );
             }
         }
         names.to_vec()

@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 
+use anyhow::Context;
 use serde_json::{Value, json};
 
 use super::Cli;
@@ -10,7 +11,7 @@ use super::common::{load_config, start};
 use super::render;
 
 /// Runs `airlock tools`.
-pub(super) async fn tools(cli: &Cli, search: Option<&str>) -> Result<ExitCode, String> {
+pub(super) async fn tools(cli: &Cli, search: Option<&str>) -> anyhow::Result<ExitCode> {
     let airlock = start(cli, load_config(cli)?, false).await?;
     let tools = match search {
         Some(q) => airlock.catalog().search(q),
@@ -23,7 +24,7 @@ pub(super) async fn tools(cli: &Cli, search: Option<&str>) -> Result<ExitCode, S
 }
 
 /// Runs `airlock status`.
-pub(super) async fn status(cli: &Cli) -> Result<ExitCode, String> {
+pub(super) async fn status(cli: &Cli) -> anyhow::Result<ExitCode> {
     let airlock = start(cli, load_config(cli)?, false).await?;
     render::status(cli.json, &airlock.services().status());
     airlock.close().await;
@@ -31,7 +32,7 @@ pub(super) async fn status(cli: &Cli) -> Result<ExitCode, String> {
 }
 
 /// Runs `airlock resources`.
-pub(super) async fn resources(cli: &Cli, service: Option<&str>) -> Result<ExitCode, String> {
+pub(super) async fn resources(cli: &Cli, service: Option<&str>) -> anyhow::Result<ExitCode> {
     let airlock = start(cli, load_config(cli)?, false).await?;
     let outcome = airlock
         .resources()
@@ -43,7 +44,7 @@ pub(super) async fn resources(cli: &Cli, service: Option<&str>) -> Result<ExitCo
 }
 
 /// Runs `airlock read-resource`.
-pub(super) async fn read_resource(cli: &Cli, service: &str, uri: &str) -> Result<ExitCode, String> {
+pub(super) async fn read_resource(cli: &Cli, service: &str, uri: &str) -> anyhow::Result<ExitCode> {
     let airlock = start(cli, load_config(cli)?, false).await?;
     let outcome = airlock
         .resources()
@@ -54,7 +55,7 @@ pub(super) async fn read_resource(cli: &Cli, service: &str, uri: &str) -> Result
 }
 
 /// Runs `airlock prompts`.
-pub(super) async fn prompts(cli: &Cli, service: Option<&str>) -> Result<ExitCode, String> {
+pub(super) async fn prompts(cli: &Cli, service: Option<&str>) -> anyhow::Result<ExitCode> {
     let airlock = start(cli, load_config(cli)?, false).await?;
     let outcome = airlock
         .resources()
@@ -71,9 +72,8 @@ pub(super) async fn get_prompt(
     service: &str,
     name: &str,
     args: &str,
-) -> Result<ExitCode, String> {
-    let arguments: Value =
-        serde_json::from_str(args).map_err(|e| format!("--args is not valid JSON: {e}"))?;
+) -> anyhow::Result<ExitCode> {
+    let arguments: Value = serde_json::from_str(args).context("--args is not valid JSON")?;
     let airlock = start(cli, load_config(cli)?, false).await?;
     let outcome = airlock
         .resources()

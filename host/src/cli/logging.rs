@@ -3,6 +3,7 @@
 //! `[telemetry]` or `OTEL_EXPORTER_OTLP_ENDPOINT` names a collector, Airlock's spans
 //! exported over OTLP/HTTP (then JSON lines carry their trace and span ids).
 
+use anyhow::Context;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -31,9 +32,9 @@ impl Telemetry {
 
 /// The telemetry settings the config files (`--config`, the user and project files)
 /// and the `OTEL_*` variables give.
-pub fn settings(cli: &Cli) -> Result<Settings, String> {
+pub fn settings(cli: &Cli) -> anyhow::Result<Settings> {
     let sources = super::common::config_sources(cli)?;
-    crate::config::load_telemetry(&sources, &process_env).map_err(|e| e.to_string())
+    Ok(crate::config::load_telemetry(&sources, &process_env)?)
 }
 
 /// Installs the process's subscriber. Spans are exported when `settings` names an
@@ -42,7 +43,7 @@ pub fn init(
     cli: &Cli,
     settings: &Settings,
     runtime: tokio::runtime::Handle,
-) -> Result<Telemetry, String> {
+) -> anyhow::Result<Telemetry> {
     let wanted = tracing_subscriber::EnvFilter::try_from_env("AIRLOCK_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     // rmcp logs whole protocol messages (unredacted results, OAuth codes) at debug and
@@ -55,7 +56,7 @@ pub fn init(
         !(noisy && *meta.level() > tracing::Level::INFO)
     });
     let provider = match settings.exports() {
-        true => Some(export::provider(settings, runtime).map_err(|e| e.to_string())?),
+        true => Some(export::provider(settings, runtime)?),
         false => None,
     };
     // Every record, from every crate, is scrubbed of the secrets Airlock knows.
@@ -91,6 +92,6 @@ pub fn init(
     // As the process's default, with `log` records (from crates that use `log`) too.
     dispatch
         .try_init()
-        .map_err(|e| format!("cannot install the log subscriber: {e}"))?;
+        .context("cannot install the log subscriber")?;
     Ok(Telemetry { provider })
 }

@@ -27,6 +27,7 @@ pub use plugin::PluginCommand;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::anyhow;
 use clap::{Parser, Subcommand};
 use serde_json::json;
 
@@ -187,7 +188,8 @@ pub enum Command {
 pub async fn run(cli: Cli) -> ExitCode {
     match dispatch(&cli).await {
         Ok(code) => code,
-        Err(message) => {
+        Err(e) => {
+            let message = error_message(&e);
             if cli.json {
                 println!(
                     "{}",
@@ -201,13 +203,35 @@ pub async fn run(cli: Cli) -> ExitCode {
     }
 }
 
+/// An error as the CLI prints it: like `{:#}` (each context, then its cause, joined with
+/// ": "), except that a cause already ending the message before it is not repeated.
+/// Airlock's error types name their cause in their own message (`registry database:
+/// {0}`, `cannot listen on {addr}: {source}`), and a `transparent` variant shows its
+/// inner error's message; `{:#}` would print those causes twice.
+pub fn error_message(error: &anyhow::Error) -> String {
+    let mut message = String::new();
+    let mut last = String::new();
+    for (i, link) in error.chain().enumerate() {
+        let text = link.to_string();
+        if i > 0 {
+            if last.ends_with(&text) {
+                break;
+            }
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+        last = text;
+    }
+    message
+}
+
 /// Routes a command to the module that runs it.
-async fn dispatch(cli: &Cli) -> Result<ExitCode, String> {
+async fn dispatch(cli: &Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
         Command::DemoServer => {
             crate::demo::server::serve_stdio()
                 .await
-                .map_err(|e| format!("demo server: {e}"))?;
+                .map_err(|e| anyhow!("demo server: {e}"))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo => crate::demo::run_demo(&data_dir(cli), cli.json).await,
@@ -252,5 +276,49 @@ async fn dispatch(cli: &Cli) -> Result<ExitCode, String> {
             save: None,
             ..
         } => calls::output(cli, service, output_id, *offset),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_message;
+    use anyhow::Context;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("registry database: {0}")]
+    struct Named(#[from] std::io::Error);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot open the store")]
+    struct Unnamed(#[source] std::io::Error);
+
+    fn io() -> std::io::Error {
+        std::io::Error::other("disk on fire")
+    }
+
+    #[test]
+    fn contexts_and_causes_are_joined_like_alternate_display() {
+        let e = Err::<(), _>(io())
+            .context("data directory \"/x\"")
+            .unwrap_err();
+        assert_eq!(error_message(&e), format!("{e:#}"));
+        assert_eq!(error_message(&e), "data directory \"/x\": disk on fire");
+        let e = anyhow::Error::from(Unnamed(io())).context("results store");
+        assert_eq!(
+            error_message(&e),
+            "results store: cannot open the store: disk on fire"
+        );
+    }
+
+    #[test]
+    fn a_cause_the_message_already_names_is_not_repeated() {
+        let e = anyhow::Error::from(Named(io()));
+        assert_eq!(error_message(&e), "registry database: disk on fire");
+        let e = e.context("results store");
+        assert_eq!(
+            error_message(&e),
+            "results store: registry database: disk on fire"
+        );
+        assert_eq!(error_message(&anyhow::anyhow!("plain")), "plain");
     }
 }

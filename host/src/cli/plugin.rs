@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use anyhow::{Context, anyhow, bail};
 use clap::Subcommand;
 use serde_json::{Value, json};
 
@@ -61,41 +62,37 @@ pub enum PluginCommand {
     },
 }
 
-fn parse_stage(text: &str) -> Result<Stage, String> {
+fn parse_stage(text: &str) -> anyhow::Result<Stage> {
     match text {
         "naming" => Ok(Stage::Naming),
         "content" => Ok(Stage::Content),
         "redaction" => Ok(Stage::Redaction),
         "policy" => Ok(Stage::Policy),
-        other => Err(format!(
-            "--stage must be naming, content, redaction or policy, got \"{other}\""
-        )),
+        other => bail!("--stage must be naming, content, redaction or policy, got \"{other}\""),
     }
 }
 
-fn runtime(cli: &Cli) -> Result<std::sync::Arc<PluginRuntime>, String> {
+fn runtime(cli: &Cli) -> anyhow::Result<std::sync::Arc<PluginRuntime>> {
     let data = data_dir(cli);
     std::fs::create_dir_all(&data)
-        .map_err(|e| format!("data directory \"{}\": {e}", data.display()))?;
-    let dir = cap_std::fs::Dir::open_ambient_dir(&data, cap_std::ambient_authority())
-        .map_err(|e| e.to_string())?;
-    PluginRuntime::new(SandboxLimits::default(), Some(&dir)).map_err(|e| e.to_string())
+        .with_context(|| format!("data directory \"{}\"", data.display()))?;
+    let dir = cap_std::fs::Dir::open_ambient_dir(&data, cap_std::ambient_authority())?;
+    Ok(PluginRuntime::new(SandboxLimits::default(), Some(&dir))?)
 }
 
-fn read_input(path: &Path) -> Result<Value, String> {
+fn read_input(path: &Path) -> anyhow::Result<Value> {
     let text = if path == Path::new("-") {
-        std::io::read_to_string(std::io::stdin()).map_err(|e| format!("cannot read stdin: {e}"))?
+        std::io::read_to_string(std::io::stdin()).context("cannot read stdin")?
     } else {
         std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read \"{}\": {e}", path.display()))?
+            .with_context(|| format!("cannot read \"{}\"", path.display()))?
     };
-    serde_json::from_str(&text)
-        .map_err(|e| format!("\"{}\" is not valid JSON: {e}", path.display()))
+    serde_json::from_str(&text).with_context(|| format!("\"{}\" is not valid JSON", path.display()))
 }
 
 /// Runs a `plugin` subcommand.
-pub async fn run(cli: &Cli, command: &PluginCommand) -> Result<ExitCode, String> {
-    let cwd = std::env::current_dir().map_err(|e| e.to_string())?;
+pub async fn run(cli: &Cli, command: &PluginCommand) -> anyhow::Result<ExitCode> {
+    let cwd = std::env::current_dir()?;
     match command {
         PluginCommand::New {
             name,
@@ -202,8 +199,8 @@ pub async fn run(cli: &Cli, command: &PluginCommand) -> Result<ExitCode, String>
         } => {
             let stage = parse_stage(stage)?;
             let reference = PluginRef::parse(plugin, &cwd)?;
-            let config: Value = serde_json::from_str(plugin_config)
-                .map_err(|e| format!("--plugin-config is not valid JSON: {e}"))?;
+            let config: Value =
+                serde_json::from_str(plugin_config).context("--plugin-config is not valid JSON")?;
             let input = read_input(input)?;
             let rt = runtime(cli)?;
             let outcome = replay(&rt, &reference, stage, &config, &input).await;
@@ -211,7 +208,8 @@ pub async fn run(cli: &Cli, command: &PluginCommand) -> Result<ExitCode, String>
                 let expected = read_input(golden)?;
                 let actual = match outcome {
                     Ok(out) => out,
-                    Err(message) => {
+                    Err(e) => {
+                        let message = super::error_message(&e);
                         json!({"ok": false, "error": "adapter_error", "message": message})
                     }
                 };
@@ -224,7 +222,8 @@ pub async fn run(cli: &Cli, command: &PluginCommand) -> Result<ExitCode, String>
                     println!("{}", serde_json::to_string_pretty(&out).expect("json"));
                     Ok(ExitCode::SUCCESS)
                 }
-                Err(message) => {
+                Err(e) => {
+                    let message = super::error_message(&e);
                     if cli.json {
                         println!(
                             "{}",
@@ -334,31 +333,29 @@ pub async fn replay(
     stage: Stage,
     config: &Value,
     input: &Value,
-) -> Result<Value, String> {
-    let loaded = rt.load(reference).map_err(|e| e.to_string())?;
-    let bound = rt
-        .bind(loaded, stage, "(replay)", config)
-        .map_err(|e| e.to_string())?;
+) -> anyhow::Result<Value> {
+    let loaded = rt.load(reference)?;
+    let bound = rt.bind(loaded, stage, "(replay)", config)?;
     match stage {
         Stage::Naming => {
             let svc = &input["service"];
             let service = ServiceInfo {
                 id: svc["id"]
                     .as_str()
-                    .ok_or("input.service.id (a string) is required")?
+                    .context("input.service.id (a string) is required")?
                     .to_string(),
                 label: svc["label"].as_str().map(str::to_string),
                 description: svc["description"].as_str().map(str::to_string),
             };
             let tools = input["tools"]
                 .as_array()
-                .ok_or("input.tools (an array of MCP tools) is required")?;
+                .context("input.tools (an array of MCP tools) is required")?;
             let tools = tools
                 .iter()
                 .map(|t| {
-                    convert::tool_from_mcp(t).ok_or_else(|| format!("a tool without a name: {t}"))
+                    convert::tool_from_mcp(t).ok_or_else(|| anyhow!("a tool without a name: {t}"))
                 })
-                .collect::<Result<Vec<_>, _>>()?;
+                .collect::<anyhow::Result<Vec<_>>>()?;
             let taken: Vec<String> = input["taken"]
                 .as_array()
                 .map(|a| {
@@ -367,12 +364,8 @@ pub async fn replay(
                         .collect()
                 })
                 .unwrap_or_default();
-            let ns = plugin::run_namespace(&bound, service.clone(), taken)
-                .await
-                .map_err(|e| e.to_string())?;
-            let named = plugin::run_qualify(&bound, service, ns.clone(), tools)
-                .await
-                .map_err(|e| e.to_string())?;
+            let ns = plugin::run_namespace(&bound, service.clone(), taken).await?;
+            let named = plugin::run_qualify(&bound, service, ns.clone(), tools).await?;
             Ok(json!({
                 "namespace": ns,
                 "tools": named.iter().map(|t| json!({"name": t.name, "raw_name": t.raw_name, "description": t.description, "input_schema": serde_json::from_str::<Value>(&t.input_schema).unwrap_or(Value::Null)})).collect::<Vec<_>>(),
@@ -380,9 +373,7 @@ pub async fn replay(
         }
         Stage::Content => {
             let result = convert::result_from_mcp(input);
-            let out = plugin::run_content(&bound, result)
-                .await
-                .map_err(|e| e.to_string())?;
+            let out = plugin::run_content(&bound, result).await?;
             Ok(convert::result_to_mcp(&out))
         }
         Stage::Redaction => {
@@ -400,9 +391,7 @@ pub async fn replay(
                         .collect()
                 })
                 .unwrap_or_default();
-            let out = plugin::run_redaction(&bound, result, secrets)
-                .await
-                .map_err(|e| e.to_string())?;
+            let out = plugin::run_redaction(&bound, result, secrets).await?;
             Ok(json!({
                 "result": convert::result_to_mcp(&out.result),
                 "marks": out.marks.iter().map(|m| json!({"location": m.location, "rule": m.rule, "count": m.count})).collect::<Vec<_>>(),
@@ -416,14 +405,14 @@ pub async fn replay(
 async fn replay_policy(
     bound: std::sync::Arc<plugin::StageInstance>,
     input: &Value,
-) -> Result<Value, String> {
+) -> anyhow::Result<Value> {
     let c = &input["call"];
     let text = |key: &str, default: &str| c[key].as_str().unwrap_or(default).to_string();
     let tool = c["tool"]
         .as_str()
-        .ok_or("input.call.tool (the server's tool name) is required")?;
+        .context("input.call.tool (the server's tool name) is required")?;
     if !c["arguments"].is_object() && !c["arguments"].is_null() {
-        return Err("input.call.arguments must be a JSON object".into());
+        bail!("input.call.arguments must be a JSON object");
     }
     let call = plugin::Call {
         agent: text("agent", crate::DEFAULT_AGENT),

@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::{Context, bail};
+
 use crate::plugin::Stage;
 
 /// A language `plugin new` writes projects in.
@@ -105,35 +107,34 @@ fn default_sdk() -> Option<PathBuf> {
         .then(|| sdk.canonicalize().unwrap_or(sdk))
 }
 
-fn check_name(name: &str) -> Result<(), String> {
+fn check_name(name: &str) -> anyhow::Result<()> {
     let mut chars = name.chars();
     let ok = chars.next().is_some_and(|c| c.is_ascii_lowercase())
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !name.ends_with('-')
         && name.len() <= 64;
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
+    if !ok {
+        bail!(
             "plugin name \"{name}\": use lower-case letters, digits and '-', starting with a letter (at most 64)"
-        ))
+        );
     }
+    Ok(())
 }
 
 /// Writes the project. Returns the files written, relative to `dir`, and the commands
 /// that build and test it.
-pub fn create(new: &NewPlugin<'_>) -> Result<(Vec<PathBuf>, Vec<String>), String> {
+pub fn create(new: &NewPlugin<'_>) -> anyhow::Result<(Vec<PathBuf>, Vec<String>)> {
     check_name(new.name)?;
     if new.dir.exists()
         && std::fs::read_dir(new.dir)
-            .map_err(|e| format!("\"{}\": {e}", new.dir.display()))?
+            .with_context(|| format!("\"{}\"", new.dir.display()))?
             .next()
             .is_some()
     {
-        return Err(format!(
+        bail!(
             "\"{}\" already exists and is not empty; choose another folder",
             new.dir.display()
-        ));
+        );
     }
     let crate_name = new.name.replace('-', "_");
     let stage = new.stage.name();
@@ -149,13 +150,13 @@ pub fn create(new: &NewPlugin<'_>) -> Result<(Vec<PathBuf>, Vec<String>), String
             let sdk = match new.sdk {
                 Some(sdk) => sdk
                     .canonicalize()
-                    .map_err(|e| format!("--sdk \"{}\": {e}", sdk.display()))?,
-                None => default_sdk().ok_or(
+                    .with_context(|| format!("--sdk \"{}\"", sdk.display()))?,
+                None => default_sdk().context(
                     "the airlock-guest SDK was not found beside this build; pass --sdk PATH (a checkout's guest-sdk folder)",
                 )?,
             };
             if !sdk.join("Cargo.toml").is_file() {
-                return Err(format!("--sdk \"{}\" holds no Cargo.toml", sdk.display()));
+                bail!("--sdk \"{}\" holds no Cargo.toml", sdk.display());
             }
             let sdk_text = sdk.display().to_string().replace('\\', "/");
             let mut files = vec![
@@ -227,10 +228,10 @@ pub fn create(new: &NewPlugin<'_>) -> Result<(Vec<PathBuf>, Vec<String>), String
         let full = new.dir.join(path);
         if let Some(parent) = full.parent() {
             std::fs::create_dir_all(parent)
-                .map_err(|e| format!("cannot create \"{}\": {e}", parent.display()))?;
+                .with_context(|| format!("cannot create \"{}\"", parent.display()))?;
         }
         std::fs::write(&full, text)
-            .map_err(|e| format!("cannot write \"{}\": {e}", full.display()))?;
+            .with_context(|| format!("cannot write \"{}\"", full.display()))?;
         written.push(PathBuf::from(path));
     }
     Ok((written, commands))
@@ -261,7 +262,8 @@ mod tests {
             dir: dir.path(),
             sdk: None,
         })
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("not empty"), "{err}");
         assert_eq!(
             std::fs::read_to_string(dir.path().join("keep.txt")).unwrap(),

@@ -5,6 +5,7 @@
 use std::io::Read;
 use std::process::ExitCode;
 
+use anyhow::{Context, bail};
 use clap::Subcommand;
 use serde_json::json;
 
@@ -36,36 +37,36 @@ fn valid_name(name: &str) -> bool {
 }
 
 /// Runs `airlock secrets`.
-pub fn run(cli: &Cli, command: &SecretsCommand) -> Result<ExitCode, String> {
+pub fn run(cli: &Cli, command: &SecretsCommand) -> anyhow::Result<ExitCode> {
     let (SecretsCommand::Set { name } | SecretsCommand::Remove { name }) = command;
     if !valid_name(name) {
-        return Err(format!(
-            "invalid secret name {name:?}: use 1 to 64 letters, digits, '_', '-' or '.'"
-        ));
+        bail!("invalid secret name {name:?}: use 1 to 64 letters, digits, '_', '-' or '.'");
     }
     let dir = data_dir(cli);
     std::fs::create_dir_all(&dir)
-        .map_err(|e| format!("data directory \"{}\": {e}", dir.display()))?;
-    let store = SecretStore::open(&dir).map_err(|e| e.to_string())?;
+        .with_context(|| format!("data directory \"{}\"", dir.display()))?;
+    let store = SecretStore::open(&dir)?;
     let key = format!("secret:{name}");
     let done = match command {
         SecretsCommand::Set { .. } => {
             let mut value = String::new();
             std::io::stdin()
                 .read_to_string(&mut value)
-                .map_err(|e| format!("reading the value from standard input: {e}"))?;
+                .context("reading the value from standard input")?;
             let value = value
                 .strip_suffix('\n')
                 .map(|v| v.strip_suffix('\r').unwrap_or(v))
                 .unwrap_or(&value);
             if value.is_empty() {
-                return Err("no value on standard input; pipe it in: printf %s \"$VALUE\" | airlock secrets set NAME".into());
+                bail!(
+                    "no value on standard input; pipe it in: printf %s \"$VALUE\" | airlock secrets set NAME"
+                );
             }
-            crate::secrets::validate_secret(name, value).map_err(|e| e.to_string())?;
-            store.put(&key, value).map_err(|e| e.to_string())?;
+            crate::secrets::validate_secret(name, value)?;
+            store.put(&key, value)?;
             true
         }
-        SecretsCommand::Remove { .. } => store.delete(&key).map_err(|e| e.to_string())?,
+        SecretsCommand::Remove { .. } => store.delete(&key)?,
     };
     if cli.json {
         println!("{}", json!({"ok": true, "name": name, "changed": done}));

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::{anyhow, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -105,7 +106,7 @@ pub enum TokensCommand {
 }
 
 /// Runs `airlock serve`.
-pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode, String> {
+pub async fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(ServeCommand::Tokens { command }) = &args.command {
         return tokens(cli, command);
     }
@@ -132,16 +133,12 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode, String> {
         && !addr.ip().is_loopback()
         && !args.allow_remote
     {
-        return Err(crate::gateway::HttpError::RemoteNotAllowed(addr).to_string());
+        return Err(crate::gateway::HttpError::RemoteNotAllowed(addr).into());
     }
     let servers = Arc::new(open_servers(cli)?);
     let sources = config_sources(cli)?;
-    let config = servers
-        .load_config(&sources, &process_env)
-        .map_err(|e| e.to_string())?;
-    let airlock = Airlock::start(config, airlock_options)
-        .await
-        .map_err(|e| e.to_string())?;
+    let config = servers.load_config(&sources, &process_env)?;
+    let airlock = Airlock::start(config, airlock_options).await?;
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
     tokio::spawn(reindex_results(airlock.clone(), shutdown.clone()));
@@ -159,9 +156,7 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode, String> {
         ));
     }
     match args.http {
-        None => crate::gateway::serve_stdio(airlock, serve, shutdown)
-            .await
-            .map_err(|e| e.to_string())?,
+        None => crate::gateway::serve_stdio(airlock, serve, shutdown).await?,
         Some(addr) => {
             let mut http = HttpOptions::new(addr);
             http.allow_remote = args.allow_remote;
@@ -177,20 +172,17 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode, String> {
                 }
             });
             crate::gateway::serve_http(airlock, serve, http, &data_dir(cli), shutdown, Some(bound))
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// `--reload-secs`: a finite, non-negative number of seconds.
-fn reload_secs(given: &str) -> Result<f64, String> {
+fn reload_secs(given: &str) -> anyhow::Result<f64> {
     match given.parse::<f64>() {
         Ok(secs) if secs.is_finite() && secs >= 0.0 => Ok(secs),
-        _ => Err(format!(
-            "\"{given}\" is not a number of seconds (0 or more; 0 turns reloading off)"
-        )),
+        _ => bail!("\"{given}\" is not a number of seconds (0 or more; 0 turns reloading off)"),
     }
 }
 
@@ -260,8 +252,8 @@ async fn follow_changes<F>(
         }
         let loading = load.clone();
         let loaded = match tokio::task::spawn_blocking(move || loading()).await {
-            Ok(loaded) => loaded.map_err(|e| e.to_string()),
-            Err(e) => Err(format!("loading the config panicked: {e}")),
+            Ok(loaded) => loaded.map_err(anyhow::Error::from),
+            Err(e) => Err(anyhow!("loading the config panicked: {e}")),
         };
         match loaded {
             Ok(config) => {
@@ -271,11 +263,13 @@ async fn follow_changes<F>(
                 }
                 airlock.services().reconcile(&config.servers).await;
             }
-            Err(reason) if last_error.as_deref() != Some(reason.as_str()) => {
-                tracing::warn!("cannot reload services (the running ones stay): {reason}");
-                last_error = Some(reason);
+            Err(e) => {
+                let reason = super::error_message(&e);
+                if last_error.as_deref() != Some(reason.as_str()) {
+                    tracing::warn!("cannot reload services (the running ones stay): {reason}");
+                    last_error = Some(reason);
+                }
             }
-            Err(_) => {}
         }
     }
 }
@@ -341,12 +335,12 @@ async fn stop_on_signal(shutdown: CancellationToken) {
     shutdown.cancel();
 }
 
-fn tokens(cli: &Cli, command: &TokensCommand) -> Result<ExitCode, String> {
+fn tokens(cli: &Cli, command: &TokensCommand) -> anyhow::Result<ExitCode> {
     let registry = std::sync::Arc::new(super::common::open_registry(cli)?);
-    let book = TokenBook::with_registry(registry, &data_dir(cli)).map_err(|e| e.to_string())?;
+    let book = TokenBook::with_registry(registry, &data_dir(cli))?;
     match command {
         TokensCommand::Add => {
-            let (id, value) = book.add(&cli.agent).map_err(|e| e.to_string())?;
+            let (id, value) = book.add(&cli.agent)?;
             if cli.json {
                 println!("{}", json!({"id": id, "agent": cli.agent, "token": value}));
             } else {
@@ -358,7 +352,7 @@ fn tokens(cli: &Cli, command: &TokensCommand) -> Result<ExitCode, String> {
             }
         }
         TokensCommand::List => {
-            let list = book.list().map_err(|e| e.to_string())?;
+            let list = book.list()?;
             if cli.json {
                 println!("{}", json!({ "tokens": list }));
             } else if list.is_empty() {
@@ -370,7 +364,7 @@ fn tokens(cli: &Cli, command: &TokensCommand) -> Result<ExitCode, String> {
             }
         }
         TokensCommand::Remove { id: Some(id) } => {
-            let removed = book.remove(id).map_err(|e| e.to_string())?;
+            let removed = book.remove(id)?;
             if cli.json {
                 println!("{}", json!({ "removed": [removed] }));
             } else {
@@ -381,7 +375,7 @@ fn tokens(cli: &Cli, command: &TokensCommand) -> Result<ExitCode, String> {
             }
         }
         TokensCommand::Remove { id: None } => {
-            let count = book.remove_agent(&cli.agent).map_err(|e| e.to_string())?;
+            let count = book.remove_agent(&cli.agent)?;
             if cli.json {
                 println!("{}", json!({"agent": cli.agent, "removed": count}));
             } else {

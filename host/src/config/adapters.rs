@@ -2,6 +2,7 @@
 //! each stage (naming, content, the redaction chain, the policy chain), pinned or not,
 //! and each plugin's configuration.
 
+use super::SettingError;
 use std::path::Path;
 
 use serde_json::{Map, Value};
@@ -11,13 +12,13 @@ use super::{AdapterConfig, Adapters, OnFailure, PluginRef, PolicyMode, PolicySet
 
 /// The `adapters` table: one plugin for naming and content, a chain for redaction and
 /// policy. Each entry is `builtin:NAME`, a path, or a pinned `{ path, sha256 }`.
-pub(super) fn parse_adapters(value: Option<&Value>, base: &Path) -> Result<Adapters, String> {
+pub(super) fn parse_adapters(value: Option<&Value>, base: &Path) -> Result<Adapters, SettingError> {
     let mut adapters = Adapters::default();
     let Some(value) = value else {
         return Ok(adapters);
     };
     let Value::Object(map) = value else {
-        return Err(format!("\"adapters\" must be a table, got {}", kind(value)));
+        return Err(format!("\"adapters\" must be a table, got {}", kind(value)).into());
     };
     for (stage, v) in map {
         let one = |v: &Value, at: &str| match v {
@@ -59,7 +60,7 @@ pub(super) fn parse_adapters(value: Option<&Value>, base: &Path) -> Result<Adapt
             other => {
                 return Err(format!(
                     "unknown stage \"adapters.{other}\" (expected naming, content, redaction, policy)"
-                ));
+                ).into());
             }
         }
     }
@@ -67,14 +68,14 @@ pub(super) fn parse_adapters(value: Option<&Value>, base: &Path) -> Result<Adapt
 }
 
 /// A plugin pinned by digest: `{ path = "builtin:NAME" | "./x.wasm", sha256 = "…" }`.
-fn pinned_plugin(table: &Map<String, Value>, base: &Path) -> Result<PluginRef, String> {
+fn pinned_plugin(table: &Map<String, Value>, base: &Path) -> Result<PluginRef, SettingError> {
     if let Some(unknown) = table
         .keys()
         .find(|k| !["path", "sha256"].contains(&k.as_str()))
     {
-        return Err(format!(
-            "unknown field \"{unknown}\" (a pinned plugin is {{ path, sha256 }})"
-        ));
+        return Err(
+            format!("unknown field \"{unknown}\" (a pinned plugin is {{ path, sha256 }})").into(),
+        );
     }
     let field = |key: &str| match table.get(key) {
         Some(Value::String(s)) => Ok(s.as_str()),
@@ -90,7 +91,7 @@ fn pinned_plugin(table: &Map<String, Value>, base: &Path) -> Result<PluginRef, S
 pub(super) fn parse_adapter_config(
     value: Option<&Value>,
     adapters: &Adapters,
-) -> Result<AdapterConfig, String> {
+) -> Result<AdapterConfig, SettingError> {
     let empty = || Value::Object(Map::new());
     let mut config = AdapterConfig {
         naming: empty(),
@@ -108,10 +109,7 @@ pub(super) fn parse_adapter_config(
         return Ok(config);
     };
     let Value::Object(map) = value else {
-        return Err(format!(
-            "\"adapter_config\" must be a table, got {}",
-            kind(value)
-        ));
+        return Err(format!("\"adapter_config\" must be a table, got {}", kind(value)).into());
     };
     for (stage, v) in map {
         let table = |v: &Value, at: &str| match v {
@@ -129,7 +127,7 @@ pub(super) fn parse_adapter_config(
                             "\"adapter_config.redaction\" has {} tables but the chain has {} plugins",
                             items.len(),
                             adapters.redaction.len()
-                        ));
+                        ).into());
                     }
                     for (i, item) in items.iter().enumerate() {
                         config.redaction[i] =
@@ -148,7 +146,7 @@ pub(super) fn parse_adapter_config(
                         "\"adapter_config.policy\" has {} tables but the policy chain has {} plugins (set adapters.policy)",
                         tables.len(),
                         adapters.policy.len()
-                    ));
+                    ).into());
                 }
                 for (i, item) in tables.into_iter().enumerate() {
                     let at = format!("adapter_config.policy[{i}]");
@@ -158,7 +156,7 @@ pub(super) fn parse_adapter_config(
             other => {
                 return Err(format!(
                     "unknown stage \"adapter_config.{other}\" (expected naming, content, redaction, policy)"
-                ));
+                ).into());
             }
         }
     }
@@ -167,9 +165,9 @@ pub(super) fn parse_adapter_config(
 
 /// A policy's table: `mode` (`enforce` | `audit`) and `on_failure` (`closed` | `open`)
 /// taken out, the rest for the plugin.
-fn policy_settings(table: &Value, at: &str) -> Result<PolicySettings, String> {
+fn policy_settings(table: &Value, at: &str) -> Result<PolicySettings, SettingError> {
     let mut rest = table.as_object().cloned().unwrap_or_default();
-    let mut take = |key: &str, allowed: &[&str]| -> Result<Option<String>, String> {
+    let mut take = |key: &str, allowed: &[&str]| -> Result<Option<String>, SettingError> {
         match rest.remove(key) {
             None => Ok(None),
             Some(Value::String(s)) if allowed.contains(&s.as_str()) => Ok(Some(s)),
@@ -180,7 +178,8 @@ fn policy_settings(table: &Value, at: &str) -> Result<PolicySettings, String> {
                     .map(|a| format!("\"{a}\""))
                     .collect::<Vec<_>>()
                     .join(", ")
-            )),
+            )
+            .into()),
         }
     };
     let mode = match take("mode", &["enforce", "audit"])?.as_deref() {

@@ -1,6 +1,7 @@
 //! The table form of an http server's `auth` setting: the authorization-code flow with a
 //! given client, or client credentials.
 
+use super::SettingError;
 use serde_json::{Map, Value};
 
 use super::parse::Fields;
@@ -8,7 +9,7 @@ use super::{Auth, ClientCredentials, ClientKey, OAuthClient};
 
 /// An `auth` table: the authorization-code flow with a given client, or client
 /// credentials. Unknown fields and missing or conflicting ones are named.
-pub(super) fn parse_auth_table(table: &Map<String, Value>) -> Result<Auth, String> {
+pub(super) fn parse_auth_table(table: &Map<String, Value>) -> Result<Auth, SettingError> {
     let f = Fields { map: table };
     let kind = f.string("type")?.unwrap_or_else(|| "oauth".to_string());
     let allowed: &[&str] = match kind.as_str() {
@@ -29,14 +30,15 @@ pub(super) fn parse_auth_table(table: &Map<String, Value>) -> Result<Auth, Strin
         other => {
             return Err(format!(
                 "\"auth.type\" must be \"oauth\" or \"client_credentials\", got \"{other}\""
-            ));
+            )
+            .into());
         }
     };
     if let Some(unknown) = table.keys().find(|k| !allowed.contains(&k.as_str())) {
         return Err(format!(
             "\"auth.{unknown}\" is not a field of an auth table of type \"{kind}\" (expected one of: {})",
             allowed.join(", ")
-        ));
+        ).into());
     }
     let scopes = f
         .string_list("scopes")

@@ -19,6 +19,7 @@
 //!
 //! Files merge key by key in their usual order (user, project, `--config`).
 
+use super::SettingError;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -83,7 +84,7 @@ const KEYS: &str = "max_concurrent, calls_per_second, burst, agent_calls_per_sec
 
 impl Keys {
     /// Reads `map` (the table at `at`, for messages), ignoring the `services` key.
-    fn read(map: &Map<String, Value>, at: &str) -> Result<Keys, String> {
+    fn read(map: &Map<String, Value>, at: &str) -> Result<Keys, SettingError> {
         let mut keys = Keys::default();
         let count = |key: &str, v: &Value, least: u64| {
             v.as_u64()
@@ -119,7 +120,8 @@ impl Keys {
                     if secs > 86_400.0 {
                         return Err(format!(
                             "\"{at}.{key}\" must be at most 86400 seconds, got {secs}"
-                        ));
+                        )
+                        .into());
                     }
                     keys.breaker_cooldown_secs = Some(secs);
                 }
@@ -129,21 +131,20 @@ impl Keys {
                     } else {
                         KEYS.trim_end_matches(", services")
                     };
-                    return Err(format!(
-                        "unknown key \"{at}.{other}\" (expected {expected})"
-                    ));
+                    return Err(
+                        format!("unknown key \"{at}.{other}\" (expected {expected})").into(),
+                    );
                 }
             }
         }
         if keys.burst.is_some() && keys.calls_per_second.is_none() {
-            return Err(format!(
-                "\"{at}.burst\" needs \"{at}.calls_per_second\" beside it"
-            ));
+            return Err(format!("\"{at}.burst\" needs \"{at}.calls_per_second\" beside it").into());
         }
         if keys.agent_burst.is_some() && keys.agent_calls_per_second.is_none() {
             return Err(format!(
                 "\"{at}.agent_burst\" needs \"{at}.agent_calls_per_second\" beside it"
-            ));
+            )
+            .into());
         }
         Ok(keys)
     }
@@ -205,10 +206,10 @@ pub struct LimitsTable {
 
 impl LimitsTable {
     /// Reads one file's `[limits]` table.
-    pub(super) fn parse(value: &Value) -> Result<LimitsTable, String> {
+    pub(super) fn parse(value: &Value) -> Result<LimitsTable, SettingError> {
         let kind = super::parse::kind;
         let Value::Object(map) = value else {
-            return Err(format!("\"limits\" must be a table, got {}", kind(value)));
+            return Err(format!("\"limits\" must be a table, got {}", kind(value)).into());
         };
         let mut table = LimitsTable {
             every: Keys::read(map, "limits")?,
@@ -220,7 +221,7 @@ impl LimitsTable {
                 for (name, v) in services {
                     let at = format!("limits.services.{name}");
                     let Value::Object(keys) = v else {
-                        return Err(format!("\"{at}\" must be a table, got {}", kind(v)));
+                        return Err(format!("\"{at}\" must be a table, got {}", kind(v)).into());
                     };
                     table.services.insert(name.clone(), Keys::read(keys, &at)?);
                 }
@@ -229,7 +230,8 @@ impl LimitsTable {
                 return Err(format!(
                     "\"limits.services\" must be a table of services, got {}",
                     kind(other)
-                ));
+                )
+                .into());
             }
         }
         Ok(table)
@@ -323,7 +325,7 @@ mod tests {
 
     #[test]
     fn bad_limits_name_the_key() {
-        let err = |v: Value| LimitsTable::parse(&v).unwrap_err();
+        let err = |v: Value| LimitsTable::parse(&v).unwrap_err().message;
         assert!(err(json!({"max_concurrent": 0})).contains("\"limits.max_concurrent\""));
         assert!(err(json!({"calls_per_second": -1})).contains("must be a positive number"));
         assert!(err(json!({"burst": 3})).contains("needs \"limits.calls_per_second\""));

@@ -6,6 +6,7 @@
 
 mod adapters;
 mod auth_table;
+mod error;
 mod expand;
 mod limits;
 mod parse;
@@ -20,6 +21,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub use error::{ConfigError, SettingError};
 pub use expand::expand_vars;
 pub use limits::{CallLimits, LimitsTable, Rate};
 pub use source::{Scope, Source, UnknownScope};
@@ -40,37 +42,6 @@ pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default grace period after a cancelled call.
 pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(10);
-
-/// A configuration error, naming the file and (when it concerns one) the server.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    /// A file could not be read.
-    #[error("cannot read config file \"{file}\": {message}")]
-    Read {
-        /// The file.
-        file: PathBuf,
-        /// The OS error.
-        message: String,
-    },
-    /// A file is not valid TOML/JSON, or its top level is malformed.
-    #[error("invalid config file \"{file}\": {message}")]
-    File {
-        /// The file.
-        file: PathBuf,
-        /// What is wrong.
-        message: String,
-    },
-    /// One server entry is malformed.
-    #[error("invalid MCP server \"{server}\" in \"{defined_in}\": {message}")]
-    Server {
-        /// The server's name.
-        server: String,
-        /// The file (or registry scope) defining it.
-        defined_in: Source,
-        /// What is wrong.
-        message: String,
-    },
-}
 
 /// Which plugin serves a stage.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -101,7 +72,7 @@ impl std::fmt::Display for PluginRef {
 
 impl PluginRef {
     /// Parses `builtin:NAME` or a path, resolving relative paths against `base`.
-    pub fn parse(text: &str, base: &Path) -> Result<Self, String> {
+    pub fn parse(text: &str, base: &Path) -> Result<Self, SettingError> {
         if let Some(name) = text.strip_prefix("builtin:") {
             if name.is_empty() {
                 return Err("\"builtin:\" needs a plugin name, e.g. \"builtin:standard\"".into());
@@ -122,11 +93,11 @@ impl PluginRef {
     }
 
     /// The same plugin pinned to `sha256` (64 hex digits, either case).
-    pub fn pinned(self, sha256: &str) -> Result<Self, String> {
+    pub fn pinned(self, sha256: &str) -> Result<Self, SettingError> {
         if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(format!(
                 "\"sha256\" must be 64 hex digits (as `airlock plugin check` prints), got {sha256:?}"
-            ));
+            ).into());
         }
         Ok(PluginRef::Pinned {
             plugin: Box::new(self),

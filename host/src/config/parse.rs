@@ -1,5 +1,6 @@
 //! Field-by-field validation of config documents (TOML or JSON).
 
+use super::SettingError;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -64,9 +65,9 @@ impl Document {
         storage: &mut super::Storage,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<(), ConfigError> {
-        let file_err = |message: String| ConfigError::File {
+        let file_err = |e: SettingError| ConfigError::File {
             file: file.to_path_buf(),
-            message,
+            message: e.message,
         };
         if let Some(registry) = &self.registry {
             storage.registry = super::storage::parse_registry(registry, env).map_err(file_err)?;
@@ -115,25 +116,24 @@ pub(super) fn kind(v: &Value) -> &'static str {
 
 /// Parses a file's text as JSON (`.json`) or TOML (anything else).
 pub(super) fn parse_document(file: &Path, text: &str) -> Result<Document, ConfigError> {
-    let file_err = |message: String| ConfigError::File {
+    let file_err = |e: SettingError| ConfigError::File {
         file: file.to_path_buf(),
-        message,
+        message: e.message,
     };
     let is_json = file
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("json"));
     let root: Value = if is_json {
-        serde_json::from_str(text).map_err(|e| file_err(format!("not valid JSON: {e}")))?
+        serde_json::from_str(text).map_err(|e| file_err(format!("not valid JSON: {e}").into()))?
     } else {
         let table: toml::Table =
-            toml::from_str(text).map_err(|e| file_err(format!("not valid TOML: {e}")))?;
-        serde_json::to_value(table).map_err(|e| file_err(e.to_string()))?
+            toml::from_str(text).map_err(|e| file_err(format!("not valid TOML: {e}").into()))?;
+        serde_json::to_value(table).map_err(|e| file_err(e.to_string().into()))?
     };
     let Value::Object(root) = root else {
-        return Err(file_err(format!(
-            "the top level must be a table, got {}",
-            kind(&root)
-        )));
+        return Err(file_err(
+            format!("the top level must be a table, got {}", kind(&root)).into(),
+        ));
     };
     let mut servers = Vec::new();
     let (mut sandbox, mut registry, mut results, mut telemetry) = (None, None, None, None);
@@ -142,10 +142,10 @@ pub(super) fn parse_document(file: &Path, text: &str) -> Result<Document, Config
         match key.as_str() {
             "mcp_servers" | "mcpServers" | "servers" => {
                 let Value::Object(map) = value else {
-                    return Err(file_err(format!(
-                        "\"{key}\" must be a table of servers, got {}",
-                        kind(&value)
-                    )));
+                    return Err(file_err(
+                        format!("\"{key}\" must be a table of servers, got {}", kind(&value))
+                            .into(),
+                    ));
                 };
                 servers.extend(map);
             }
@@ -157,7 +157,7 @@ pub(super) fn parse_document(file: &Path, text: &str) -> Result<Document, Config
             other => {
                 return Err(file_err(format!(
                     "unknown top-level key \"{other}\" (expected \"mcp_servers\", \"sandbox\", \"registry\", \"results\", \"telemetry\" or \"limits\")"
-                )));
+                ).into()));
             }
         }
     }
@@ -171,9 +171,9 @@ pub(super) fn parse_document(file: &Path, text: &str) -> Result<Document, Config
     })
 }
 
-fn parse_sandbox(value: &Value) -> Result<SandboxLimits, String> {
+fn parse_sandbox(value: &Value) -> Result<SandboxLimits, SettingError> {
     let Value::Object(map) = value else {
-        return Err(format!("\"sandbox\" must be a table, got {}", kind(value)));
+        return Err(format!("\"sandbox\" must be a table, got {}", kind(value)).into());
     };
     let mut limits = SandboxLimits::default();
     for (key, v) in map {
@@ -190,7 +190,8 @@ fn parse_sandbox(value: &Value) -> Result<SandboxLimits, String> {
             other => {
                 return Err(format!(
                     "unknown key \"sandbox.{other}\" (expected deadline_ms, memory_mib, stack_kib)"
-                ));
+                )
+                .into());
             }
         }
     }
@@ -210,10 +211,10 @@ pub(super) fn parse_server(
 }
 
 fn read_entry(name: &str, source: &Source, value: &Value) -> Result<ServerEntry, ConfigError> {
-    let err = |message: String| ConfigError::Server {
+    let err = |e: SettingError| ConfigError::Server {
         server: name.to_string(),
         defined_in: source.clone(),
-        message,
+        message: e.message,
     };
     if name.is_empty() {
         return Err(err("a server name must not be empty".into()));
@@ -222,10 +223,11 @@ fn read_entry(name: &str, source: &Source, value: &Value) -> Result<ServerEntry,
         return Err(err(format!(
             "the entry must be a table, got {}",
             kind(value)
-        )));
+        )
+        .into()));
     };
     if let Some(key) = map.keys().find(|k| !SERVER_KEYS.contains(&k.as_str())) {
-        return Err(err(format!("unknown field \"{key}\"")));
+        return Err(err(format!("unknown field \"{key}\"").into()));
     }
     let f = Fields { map };
     let transport = read_transport(&f).map_err(err)?;
@@ -236,7 +238,8 @@ fn read_entry(name: &str, source: &Source, value: &Value) -> Result<ServerEntry,
                     Some(n) if n > 0.0 && n.is_finite() => Ok(Some(n)),
                     _ => Err(err(format!(
                         "\"{key}\" must be a positive number of seconds"
-                    ))),
+                    )
+                    .into())),
                 };
             }
         }
@@ -265,7 +268,7 @@ fn read_entry(name: &str, source: &Source, value: &Value) -> Result<ServerEntry,
 /// The transport as written: `type` (declared or inferred), `command` (a string, or an
 /// array holding the program and its arguments, as some clients write it) with `args`
 /// and `env`, or `url` with `headers` and `auth`.
-fn read_transport(f: &Fields<'_>) -> Result<Transport<String>, String> {
+fn read_transport(f: &Fields<'_>) -> Result<Transport<String>, SettingError> {
     let (command, mut args) = match f.map.get("command") {
         None => (None, Vec::new()),
         Some(Value::String(s)) if s.is_empty() => {
@@ -283,7 +286,7 @@ fn read_transport(f: &Fields<'_>) -> Result<Transport<String>, String> {
             }
         }
         Some(other) => {
-            return Err(format!("\"command\" must be a string, got {}", kind(other)));
+            return Err(format!("\"command\" must be a string, got {}", kind(other)).into());
         }
     };
     if let Some(extra) = f.string_list("args")? {
@@ -298,9 +301,7 @@ fn read_transport(f: &Fields<'_>) -> Result<Transport<String>, String> {
         Some("stdio") => true,
         Some("http") | Some("streamable-http") | Some("streamableHttp") | Some("sse") => false,
         Some(other) => {
-            return Err(format!(
-                "\"type\" must be \"stdio\" or \"http\", got \"{other}\""
-            ));
+            return Err(format!("\"type\" must be \"stdio\" or \"http\", got \"{other}\"").into());
         }
         None => match (&command, &url) {
             (Some(_), None) => true,
@@ -351,10 +352,10 @@ impl ServerEntry {
         source: &Source,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<ServerConfig, ConfigError> {
-        let err = |message: String| ConfigError::Server {
+        let err = |e: SettingError| ConfigError::Server {
             server: name.to_string(),
             defined_in: source.clone(),
-            message,
+            message: e.message,
         };
         let referenced = std::cell::RefCell::new(Vec::<(String, String)>::new());
         let recording = |var: &str| {
@@ -370,7 +371,7 @@ impl ServerEntry {
             value
         };
         let expand = |field: &str, text: &str| {
-            expand_vars(text, &recording).map_err(|m| err(format!("\"{field}\": {m}")))
+            expand_vars(text, &recording).map_err(|m| err(format!("\"{field}\": {m}").into()))
         };
         let transport = match self.transport {
             Transport::Stdio { command, args, env } => {
@@ -383,11 +384,13 @@ impl ServerEntry {
                 let mut expanded = BTreeMap::new();
                 for (k, v) in env {
                     if k.is_empty() || k.contains('=') || k.contains('\0') {
-                        return Err(err(format!("\"env\" has an invalid variable name {k:?}")));
+                        return Err(err(
+                            format!("\"env\" has an invalid variable name {k:?}").into()
+                        ));
                     }
                     let v = expand(&format!("env.{k}"), &v)?;
                     if v.contains('\0') {
-                        return Err(err(format!("\"env.{k}\" contains a NUL character")));
+                        return Err(err(format!("\"env.{k}\" contains a NUL character").into()));
                     }
                     expanded.insert(k, v);
                 }
@@ -402,7 +405,8 @@ impl ServerEntry {
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
                     return Err(err(format!(
                         "\"url\" must start with http:// or https://, got {url:?}"
-                    )));
+                    )
+                    .into()));
                 }
                 let mut expanded = BTreeMap::new();
                 for (k, v) in headers {
@@ -412,7 +416,7 @@ impl ServerEntry {
                 let auth = auth.try_map_strings(|field, v| {
                     let v = expand(field, &v)?;
                     if v.is_empty() {
-                        return Err(err(format!("\"{field}\" is empty")));
+                        return Err(err(format!("\"{field}\" is empty").into()));
                     }
                     Ok(v)
                 })?;
@@ -426,14 +430,19 @@ impl ServerEntry {
         let cwd = match self.cwd {
             None => None,
             Some(c) if Path::new(&c).is_absolute() => Some(PathBuf::from(c)),
-            Some(c) => return Err(err(format!("\"cwd\" must be an absolute path, got {c:?}"))),
+            Some(c) => {
+                return Err(err(
+                    format!("\"cwd\" must be an absolute path, got {c:?}").into()
+                ));
+            }
         };
         let secs = |key: &str, value: Option<f64>, default: Duration| match value {
             None => Ok(default),
             Some(n) if n > 0.0 && n.is_finite() => Ok(Duration::from_secs_f64(n)),
             Some(_) => Err(err(format!(
                 "\"{key}\" must be a positive number of seconds"
-            ))),
+            )
+            .into())),
         };
         let base = source.base_dir();
         let adapters =
@@ -488,56 +497,52 @@ pub(super) struct Fields<'a> {
 }
 
 impl Fields<'_> {
-    pub(super) fn string(&self, key: &str) -> Result<Option<String>, String> {
+    pub(super) fn string(&self, key: &str) -> Result<Option<String>, SettingError> {
         match self.map.get(key) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(format!("\"{key}\" must be a string, got {}", kind(other))),
+            Some(other) => Err(format!("\"{key}\" must be a string, got {}", kind(other)).into()),
         }
     }
 
-    fn bool(&self, key: &str) -> Result<Option<bool>, String> {
+    fn bool(&self, key: &str) -> Result<Option<bool>, SettingError> {
         match self.map.get(key) {
             None => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(other) => Err(format!(
-                "\"{key}\" must be true or false, got {}",
-                kind(other)
-            )),
+            Some(other) => {
+                Err(format!("\"{key}\" must be true or false, got {}", kind(other)).into())
+            }
         }
     }
 
-    pub(super) fn string_list(&self, key: &str) -> Result<Option<Vec<String>>, String> {
+    pub(super) fn string_list(&self, key: &str) -> Result<Option<Vec<String>>, SettingError> {
         match self.map.get(key) {
             None => Ok(None),
             Some(Value::Array(items)) => string_list(items)
                 .map(Some)
-                .map_err(|i| format!("\"{key}[{i}]\" must be a string")),
-            Some(other) => Err(format!(
-                "\"{key}\" must be an array of strings, got {}",
-                kind(other)
-            )),
+                .map_err(|i| format!("\"{key}[{i}]\" must be a string").into()),
+            Some(other) => {
+                Err(format!("\"{key}\" must be an array of strings, got {}", kind(other)).into())
+            }
         }
     }
 
-    fn string_map(&self, key: &str) -> Result<Option<BTreeMap<String, String>>, String> {
+    fn string_map(&self, key: &str) -> Result<Option<BTreeMap<String, String>>, SettingError> {
         match self.map.get(key) {
             None => Ok(None),
             Some(Value::Object(m)) => m
                 .iter()
                 .map(|(k, v)| match v {
                     Value::String(s) => Ok((k.clone(), s.clone())),
-                    other => Err(format!(
-                        "\"{key}.{k}\" must be a string, got {}",
-                        kind(other)
-                    )),
+                    other => {
+                        Err(format!("\"{key}.{k}\" must be a string, got {}", kind(other)).into())
+                    }
                 })
                 .collect::<Result<_, _>>()
                 .map(Some),
-            Some(other) => Err(format!(
-                "\"{key}\" must be a table of strings, got {}",
-                kind(other)
-            )),
+            Some(other) => {
+                Err(format!("\"{key}\" must be a table of strings, got {}", kind(other)).into())
+            }
         }
     }
 }

@@ -20,6 +20,7 @@
 //! file's table replaces an earlier one whole. Values may use `${VAR}`; a value
 //! `secret:NAME` is read from the secret store when the store is opened.
 
+use super::SettingError;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -185,7 +186,7 @@ impl Storage {
 pub(super) fn parse_registry(
     value: &Value,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<RegistryLocation, String> {
+) -> Result<RegistryLocation, SettingError> {
     let table = table("registry", value)?;
     let mut url = None;
     let mut schema = DEFAULT_REGISTRY_SCHEMA.to_string();
@@ -201,7 +202,7 @@ pub(super) fn parse_registry(
             other => {
                 return Err(format!(
                     "unknown key \"registry.{other}\" (expected url, schema, timeout_secs, outage_grace_secs)"
-                ));
+                ).into());
             }
         }
     }
@@ -213,7 +214,8 @@ pub(super) fn parse_registry(
         return Err(format!(
             "\"registry.url\" must be a postgres:// URL (or \"local\"), got {:?}",
             masked_url(&url)
-        ));
+        )
+        .into());
     }
     Ok(RegistryLocation::Postgres {
         url,
@@ -228,18 +230,20 @@ fn seconds(
     key: &str,
     value: &Value,
     range: std::ops::RangeInclusive<f64>,
-) -> Result<Duration, String> {
+) -> Result<Duration, SettingError> {
     match value.as_f64() {
         Some(secs) if range.contains(&secs) => Ok(Duration::from_secs_f64(secs)),
         Some(secs) => Err(format!(
             "\"{table}.{key}\" must be between {} and {} seconds, got {secs}",
             range.start(),
             range.end()
-        )),
+        )
+        .into()),
         None => Err(format!(
             "\"{table}.{key}\" must be a number of seconds, got {}",
             kind(value)
-        )),
+        )
+        .into()),
     }
 }
 
@@ -247,7 +251,7 @@ fn seconds(
 pub(super) fn parse_results(
     value: &Value,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<ResultsLocation, String> {
+) -> Result<ResultsLocation, SettingError> {
     let table = table("results", value)?;
     let mut store = None;
     let mut s3 = S3Location {
@@ -269,7 +273,7 @@ pub(super) fn parse_results(
             other => {
                 return Err(format!(
                     "unknown key \"results.{other}\" (expected store, endpoint, region, access_key_id, secret_access_key)"
-                ));
+                ).into());
             }
         }
     }
@@ -281,11 +285,12 @@ pub(super) fn parse_results(
     let Some(rest) = store.strip_prefix("s3://") else {
         return Err(format!(
             "\"results.store\" must be \"local\" or \"s3://bucket/prefix\", got {store:?}"
-        ));
+        )
+        .into());
     };
     let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
     if bucket.is_empty() {
-        return Err(format!("\"results.store\" names no bucket: {store:?}"));
+        return Err(format!("\"results.store\" names no bucket: {store:?}").into());
     }
     s3.bucket = bucket.to_string();
     s3.prefix = prefix.trim_matches('/').to_string();
@@ -294,15 +299,19 @@ pub(super) fn parse_results(
     {
         return Err(format!(
             "\"results.endpoint\" must be an http:// or https:// URL, got {endpoint:?}"
-        ));
+        )
+        .into());
     }
     Ok(ResultsLocation::S3(s3))
 }
 
-pub(super) fn table<'a>(name: &str, value: &'a Value) -> Result<&'a Map<String, Value>, String> {
+pub(super) fn table<'a>(
+    name: &str,
+    value: &'a Value,
+) -> Result<&'a Map<String, Value>, SettingError> {
     value
         .as_object()
-        .ok_or_else(|| format!("\"{name}\" must be a table, got {}", kind(value)))
+        .ok_or_else(|| format!("\"{name}\" must be a table, got {}", kind(value)).into())
 }
 
 pub(super) fn string(
@@ -310,11 +319,11 @@ pub(super) fn string(
     key: &str,
     value: &Value,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<String, String> {
+) -> Result<String, SettingError> {
     let text = value
         .as_str()
         .ok_or_else(|| format!("\"{table}.{key}\" must be a string, got {}", kind(value)))?;
-    expand_vars(text, env).map_err(|e| format!("\"{table}.{key}\": {e}"))
+    expand_vars(text, env).map_err(|e| format!("\"{table}.{key}\": {e}").into())
 }
 
 #[cfg(test)]
@@ -322,7 +331,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn registry(table: Value) -> Result<RegistryLocation, String> {
+    fn registry(table: Value) -> Result<RegistryLocation, SettingError> {
         parse_registry(&table, &|_| None)
     }
 
@@ -347,17 +356,23 @@ mod tests {
     #[test]
     fn bad_registry_bounds_name_the_key() {
         let url = "postgres://u:p@127.0.0.1:5432/db";
-        let e = registry(json!({"url": url, "timeout_secs": 0})).unwrap_err();
+        let e = registry(json!({"url": url, "timeout_secs": 0}))
+            .unwrap_err()
+            .message;
         assert!(
             e.contains("\"registry.timeout_secs\" must be between 0.1 and 300"),
             "{e}"
         );
-        let e = registry(json!({"url": url, "outage_grace_secs": "long"})).unwrap_err();
+        let e = registry(json!({"url": url, "outage_grace_secs": "long"}))
+            .unwrap_err()
+            .message;
         assert!(
             e.contains("\"registry.outage_grace_secs\" must be a number"),
             "{e}"
         );
-        let e = registry(json!({"url": url, "grace": 1})).unwrap_err();
+        let e = registry(json!({"url": url, "grace": 1}))
+            .unwrap_err()
+            .message;
         assert!(e.contains("timeout_secs, outage_grace_secs"), "{e}");
     }
 }

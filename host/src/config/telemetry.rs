@@ -11,6 +11,7 @@
 //! What the tables leave out, the standard `OTEL_*` variables fill in
 //! ([`Settings::from_env`]). Later files win, key by key.
 
+use super::SettingError;
 use serde_json::Value;
 
 use super::parse::read_documents;
@@ -29,9 +30,9 @@ pub fn load_telemetry(
     let mut from_files = Partial::default();
     for (file, document) in read_documents(sources).unwrap_or_default() {
         if let Some(value) = &document.telemetry {
-            parse(value, env, &mut from_files).map_err(|message| ConfigError::File {
+            parse(value, env, &mut from_files).map_err(|e| ConfigError::File {
                 file: file.clone(),
-                message,
+                message: e.message,
             })?;
         }
     }
@@ -61,7 +62,7 @@ fn parse(
     value: &Value,
     env: &dyn Fn(&str) -> Option<String>,
     into: &mut Partial,
-) -> Result<(), String> {
+) -> Result<(), SettingError> {
     for (key, v) in table("telemetry", value)? {
         match key.as_str() {
             "otlp_endpoint" => {
@@ -69,14 +70,16 @@ fn parse(
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
                     return Err(format!(
                         "\"telemetry.otlp_endpoint\" must be an http:// or https:// URL (OTLP/HTTP), got {url:?}"
-                    ));
+                    ).into());
                 }
                 into.endpoint = Some(url);
             }
             "service_name" => {
                 let name = string("telemetry", key, v, env)?;
                 if name.trim().is_empty() {
-                    return Err("\"telemetry.service_name\" must not be empty".to_string());
+                    return Err("\"telemetry.service_name\" must not be empty"
+                        .to_string()
+                        .into());
                 }
                 into.service_name = Some(name);
             }
@@ -85,7 +88,8 @@ fn parse(
                 _ => {
                     return Err(format!(
                         "\"telemetry.sample_ratio\" must be a number from 0 to 1, got {v}"
-                    ));
+                    )
+                    .into());
                 }
             },
             "headers" => {
@@ -97,7 +101,7 @@ fn parse(
             other => {
                 return Err(format!(
                     "unknown key \"telemetry.{other}\" (expected otlp_endpoint, service_name, sample_ratio, headers)"
-                ));
+                ).into());
             }
         }
     }

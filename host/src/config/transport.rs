@@ -3,6 +3,7 @@
 //! values or secret references), a draft from the CLI or an import ([`TaggedValue`]s).
 //! Only the type of the env/header values differs between them.
 
+use super::SettingError;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -133,13 +134,13 @@ impl ClientKey {
 
 impl Auth {
     /// Parses the string form: absent, or `"oauth"` (dynamic registration).
-    pub fn parse(text: Option<&str>) -> Result<Auth, String> {
+    pub fn parse(text: Option<&str>) -> Result<Auth, SettingError> {
         match text {
             None => Ok(Auth::None),
             Some("oauth") => Ok(Auth::OAuth(OAuthClient::default())),
             Some(other) => Err(format!(
                 "\"auth\" must be \"oauth\" or a table with \"type\" = \"oauth\" | \"client_credentials\", got \"{other}\""
-            )),
+            ).into()),
         }
     }
 
@@ -214,7 +215,7 @@ impl Auth {
     /// CLI, an import): a client secret needs a client id, a metadata document URL is
     /// `https://` (or a `${VAR}` still to be expanded), a client-credentials client has
     /// an id and a key. The message names the config field.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SettingError> {
         match self {
             Auth::None => Ok(()),
             Auth::OAuth(client) => {
@@ -227,7 +228,7 @@ impl Auth {
                 {
                     return Err(format!(
                         "\"auth.client_metadata_url\" must be an https:// URL (the client ID metadata document), got {url:?}"
-                    ));
+                    ).into());
                 }
                 Ok(())
             }
@@ -236,7 +237,7 @@ impl Auth {
                     return Err("\"auth.client_id\" is required for client credentials".into());
                 }
                 if cc.key.value().is_empty() {
-                    return Err(format!("\"auth.{}\" is empty", cc.key.field()));
+                    return Err(format!("\"auth.{}\" is empty", cc.key.field()).into());
                 }
                 Ok(())
             }

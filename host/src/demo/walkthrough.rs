@@ -3,6 +3,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use crate::config::{Config, PluginRef};
@@ -14,15 +15,18 @@ pub const DEMO_CONFIG: &str = include_str!("../../assets/demo.toml");
 /// The fake credential the demo server is given (unless `DEMO_API_TOKEN` is set).
 const DEMO_TOKEN: &str = "demo_tok_5f1c9e2a7b3d4e6f8a0b";
 
-fn demo_config() -> Result<Config, String> {
-    let exe =
-        std::env::current_exe().map_err(|e| format!("cannot find the airlock binary: {e}"))?;
+fn demo_config() -> anyhow::Result<Config> {
+    let exe = std::env::current_exe().context("cannot find the airlock binary")?;
     let env = move |name: &str| match name {
         "AIRLOCK_EXE" => Some(exe.display().to_string()),
         "DEMO_API_TOKEN" => Some(std::env::var(name).unwrap_or_else(|_| DEMO_TOKEN.to_string())),
         other => std::env::var(other).ok(),
     };
-    Config::from_str(Path::new("<bundled demo.toml>"), DEMO_CONFIG, &env).map_err(|e| e.to_string())
+    Ok(Config::from_str(
+        Path::new("<bundled demo.toml>"),
+        DEMO_CONFIG,
+        &env,
+    )?)
 }
 
 struct Step {
@@ -72,14 +76,12 @@ fn print_call(title: &str, v: &Value) {
 /// Runs the demo: catalog, a redacted secret, an image and resources converted, then the
 /// same calls with the content plugin swapped to `builtin:text-only` by config alone.
 /// `data_dir` holds the demo's state; `as_json` prints one JSON object instead of text.
-pub async fn run_demo(data_dir: &Path, as_json: bool) -> Result<ExitCode, String> {
+pub async fn run_demo(data_dir: &Path, as_json: bool) -> anyhow::Result<ExitCode> {
     let config = demo_config()?;
     let options = AirlockOptions::new(data_dir);
     let mut steps: Vec<Step> = Vec::new();
 
-    let airlock = Airlock::start(config.clone(), options.clone())
-        .await
-        .map_err(|e| e.to_string())?;
+    let airlock = Airlock::start(config.clone(), options.clone()).await?;
     let status = airlock.services().status();
     let catalog: Vec<Value> = airlock
         .catalog()
@@ -116,7 +118,7 @@ pub async fn run_demo(data_dir: &Path, as_json: bool) -> Result<ExitCode, String
         airlock.close().await;
         let reason = serde_json::to_string(&status.iter().map(|s| &s.status).collect::<Vec<_>>())
             .unwrap_or_default();
-        return Err(format!("the demo server did not start: {reason}"));
+        bail!("the demo server did not start: {reason}");
     }
     for (title, tool) in [
         (
@@ -149,9 +151,7 @@ pub async fn run_demo(data_dir: &Path, as_json: bool) -> Result<ExitCode, String
     for server in swapped.servers.values_mut() {
         server.adapters.content = PluginRef::Builtin("text-only".into());
     }
-    let airlock = Airlock::start(swapped, options)
-        .await
-        .map_err(|e| e.to_string())?;
+    let airlock = Airlock::start(swapped, options).await?;
     for (title, tool) in [
         (
             "The same image with content = \"builtin:text-only\"",

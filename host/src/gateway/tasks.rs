@@ -239,7 +239,8 @@ struct Driver {
     waiting_since: Option<Instant>,
 }
 
-/// What wakes a driver.
+/// What wakes a driver (one at a time, on its stack; never queued).
+#[allow(clippy::large_enum_variant)]
 enum Wake {
     Step(Option<Step>),
     Answers(Vec<(String, Value)>),

@@ -9,6 +9,7 @@
 
 use serde_json::{Map, Value};
 
+use super::EntryError;
 use super::parse::kind;
 use super::references::Resolver;
 use crate::config::{Auth, OAuthClient};
@@ -30,7 +31,7 @@ pub(super) fn imported_auth(
     r: &mut Resolver<'_>,
     name: &str,
     map: &Map<String, Value>,
-) -> Result<(Auth, bool), String> {
+) -> Result<(Auth, bool), EntryError> {
     let (field, id_key, secret_key, table) = match (map.get("oauth"), map.get("auth")) {
         (Some(oauth), other) => {
             if other.is_some() {
@@ -43,10 +44,7 @@ pub(super) fn imported_auth(
         (None, None) => return Ok((Auth::None, false)),
     };
     let Value::Object(table) = table else {
-        return Err(format!(
-            "\"{field}\" must be an object, got {}",
-            kind(table)
-        ));
+        return Err(format!("\"{field}\" must be an object, got {}", kind(table)).into());
     };
     let text = |key: &str| match table.get(key) {
         None | Some(Value::Null) => Ok(None),
@@ -65,10 +63,9 @@ pub(super) fn imported_auth(
             return Ok((Auth::None, false));
         }
         Some(other) => {
-            return Err(format!(
-                "\"{field}.enabled\" must be a boolean, got {}",
-                kind(other)
-            ));
+            return Err(
+                format!("\"{field}.enabled\" must be a boolean, got {}", kind(other)).into(),
+            );
         }
     }
     let scopes = match table.get("scopes") {
@@ -87,7 +84,8 @@ pub(super) fn imported_auth(
             return Err(format!(
                 "\"{field}.scopes\" must be an array of strings, got {}",
                 kind(other)
-            ));
+            )
+            .into());
         }
     };
     let client_id = text(id_key)?

@@ -105,17 +105,40 @@ impl Client {
 
     /// Parses a client name (see [`Client::name`]; ASCII case is ignored). The error lists
     /// the valid names.
-    pub fn parse(s: &str) -> Result<Client, String> {
+    pub fn parse(s: &str) -> Result<Client, UnknownClient> {
         let wanted = s.trim();
         Client::ALL
             .into_iter()
             .find(|c| c.name().eq_ignore_ascii_case(wanted))
-            .ok_or_else(|| {
-                format!(
-                    "unknown client {wanted:?}; expected one of: {}",
-                    Client::ALL.map(Client::name).join(", ")
-                )
+            .ok_or_else(|| UnknownClient {
+                name: wanted.to_string(),
             })
+    }
+}
+
+/// A client name Airlock does not import from; the message lists those it does.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown client {name:?}; expected one of: {}", Client::ALL.map(Client::name).join(", "))]
+pub struct UnknownClient {
+    /// The name given.
+    pub name: String,
+}
+
+/// What is wrong with one file or entry, in words that never quote a secret value;
+/// [`ImportProblem`] names the client, the file and the entry around it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct EntryError(pub String);
+
+impl From<String> for EntryError {
+    fn from(message: String) -> Self {
+        EntryError(message)
+    }
+}
+
+impl From<&str> for EntryError {
+    fn from(message: &str) -> Self {
+        EntryError(message.to_string())
     }
 }
 
@@ -315,7 +338,7 @@ pub fn scan(sources: &ImportSources<'_>) -> Scan {
             out.files_read.push(path.clone());
             let doc = match parse(&text, location.format) {
                 Ok(doc) => doc,
-                Err(message) => {
+                Err(EntryError(message)) => {
                     out.problems.push(problem(None, message));
                     continue;
                 }
@@ -353,7 +376,9 @@ pub fn scan(sources: &ImportSources<'_>) -> Scan {
                         taken.insert(name);
                         out.candidates.push(candidate);
                     }
-                    Err(message) => out.problems.push(problem(Some(raw.key.clone()), message)),
+                    Err(EntryError(message)) => {
+                        out.problems.push(problem(Some(raw.key.clone()), message))
+                    }
                 }
             }
         }

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use super::EntryError;
 use super::auth::imported_auth;
 use super::clients::RawEntry;
 use super::credentials::{REDACTED, scrub_args, scrub_url};
@@ -71,12 +72,9 @@ pub(super) fn normalize(
     sources: &ImportSources<'_>,
     raw: &RawEntry,
     notes: Vec<String>,
-) -> Result<Candidate, String> {
+) -> Result<Candidate, EntryError> {
     let Value::Object(map) = &raw.value else {
-        return Err(format!(
-            "the entry must be an object, got {}",
-            kind(&raw.value)
-        ));
+        return Err(format!("the entry must be an object, got {}", kind(&raw.value)).into());
     };
 
     // --- Shape: everything that can make the entry malformed is checked first. ---
@@ -132,7 +130,7 @@ pub(super) fn normalize(
 
 /// The entry's endpoint: its `command` or its `url` (`httpUrl`), checked against the
 /// declared `type` (`transport`). Notes about the endpoint go to `notes`.
-fn endpoint(map: &Map<String, Value>, notes: &mut Vec<String>) -> Result<Endpoint, String> {
+fn endpoint(map: &Map<String, Value>, notes: &mut Vec<String>) -> Result<Endpoint, EntryError> {
     let command = match map.get("command") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if s.trim().is_empty() => {
@@ -140,7 +138,7 @@ fn endpoint(map: &Map<String, Value>, notes: &mut Vec<String>) -> Result<Endpoin
         }
         Some(Value::String(s)) => Some(s.clone()),
         Some(other) => {
-            return Err(format!("\"command\" must be a string, got {}", kind(other)));
+            return Err(format!("\"command\" must be a string, got {}", kind(other)).into());
         }
     };
     let url = match (opt_string(map, "url")?, opt_string(map, "httpUrl")?) {
@@ -170,7 +168,7 @@ fn endpoint(map: &Map<String, Value>, notes: &mut Vec<String>) -> Result<Endpoin
         Some(other) => {
             return Err(format!(
                 "\"type\" must be \"stdio\", \"http\", \"sse\" or \"streamable-http\", got {other:?}"
-            ));
+            ).into());
         }
     };
     let endpoint = match (command, url, declared_remote) {
@@ -196,14 +194,14 @@ fn endpoint(map: &Map<String, Value>, notes: &mut Vec<String>) -> Result<Endpoin
 
 /// The entry's other fields, checked: `args`, `env`, the headers, `cwd`, whether it is
 /// disabled, and `envFile`.
-fn fields(map: &Map<String, Value>) -> Result<Fields, String> {
+fn fields(map: &Map<String, Value>) -> Result<Fields, EntryError> {
     let args = string_list(map, "args")?;
     let env = string_map(map, "env")?;
     if let Some((bad, _)) = env
         .iter()
         .find(|(k, _)| k.is_empty() || k.contains('=') || k.contains('\0'))
     {
-        return Err(format!("\"env\" has an invalid variable name {bad:?}"));
+        return Err(format!("\"env\" has an invalid variable name {bad:?}").into());
     }
     let headers = header_defs(map)?;
     let cwd = opt_string(map, "cwd")?;
@@ -222,7 +220,7 @@ fn fields(map: &Map<String, Value>) -> Result<Fields, String> {
 
 /// The headers to import: `headers` and `http_headers` as written, then the ones Codex
 /// builds from `env_http_headers` and `bearer_token_env_var`.
-fn header_defs(map: &Map<String, Value>) -> Result<Vec<HeaderDef>, String> {
+fn header_defs(map: &Map<String, Value>) -> Result<Vec<HeaderDef>, EntryError> {
     let mut headers = Vec::new();
     for field in ["headers", "http_headers"] {
         for (header, value) in string_map(map, field)? {
@@ -237,7 +235,7 @@ fn header_defs(map: &Map<String, Value>) -> Result<Vec<HeaderDef>, String> {
         if !is_var_name(&var) {
             return Err(format!(
                 "\"env_http_headers\" must map header names to environment variable names; {header:?} does not"
-            ));
+            ).into());
         }
         headers.push(HeaderDef {
             name: header,
@@ -317,13 +315,13 @@ fn stdio(
     r: &mut Resolver<'_>,
     command: &str,
     fields: &Fields,
-) -> Result<(ImportedTransport, Option<String>), String> {
+) -> Result<(ImportedTransport, Option<String>), EntryError> {
     let cwd = match &fields.cwd {
         None => None,
         Some(raw) => match r.path("cwd", raw) {
             Some(path) if Path::new(&path).is_absolute() => Some(path),
             Some(path) => {
-                return Err(format!("\"cwd\" must be an absolute path, got {path:?}"));
+                return Err(format!("\"cwd\" must be an absolute path, got {path:?}").into());
             }
             None => None,
         },
@@ -365,7 +363,7 @@ fn http(
     name: &str,
     url: &str,
     fields: &Fields,
-) -> Result<(ImportedTransport, bool), String> {
+) -> Result<(ImportedTransport, bool), EntryError> {
     let mut credentials_withheld = false;
     let url = r.template("url", url);
     let lower = url.to_ascii_lowercase();
@@ -422,28 +420,25 @@ fn http(
 }
 
 /// An optional string field.
-fn opt_string(map: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+fn opt_string(map: &Map<String, Value>, key: &str) -> Result<Option<String>, EntryError> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(format!("\"{key}\" must be a string, got {}", kind(other))),
+        Some(other) => Err(format!("\"{key}\" must be a string, got {}", kind(other)).into()),
     }
 }
 
 /// An optional boolean field.
-fn opt_bool(map: &Map<String, Value>, key: &str) -> Result<Option<bool>, String> {
+fn opt_bool(map: &Map<String, Value>, key: &str) -> Result<Option<bool>, EntryError> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(other) => Err(format!(
-            "\"{key}\" must be true or false, got {}",
-            kind(other)
-        )),
+        Some(other) => Err(format!("\"{key}\" must be true or false, got {}", kind(other)).into()),
     }
 }
 
 /// An optional array of strings (absent: empty).
-fn string_list(map: &Map<String, Value>, key: &str) -> Result<Vec<String>, String> {
+fn string_list(map: &Map<String, Value>, key: &str) -> Result<Vec<String>, EntryError> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(items)) => items
@@ -454,18 +449,18 @@ fn string_list(map: &Map<String, Value>, key: &str) -> Result<Vec<String>, Strin
                 other => Err(format!(
                     "\"{key}\" must be an array of strings; item {i} is {}",
                     kind(other)
-                )),
+                )
+                .into()),
             })
             .collect(),
-        Some(other) => Err(format!(
-            "\"{key}\" must be an array of strings, got {}",
-            kind(other)
-        )),
+        Some(other) => {
+            Err(format!("\"{key}\" must be an array of strings, got {}", kind(other)).into())
+        }
     }
 }
 
 /// An optional object of strings (absent: empty), in key order.
-fn string_map(map: &Map<String, Value>, key: &str) -> Result<Vec<(String, String)>, String> {
+fn string_map(map: &Map<String, Value>, key: &str) -> Result<Vec<(String, String)>, EntryError> {
     let mut out = match map.get(key) {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Object(entries)) => entries
@@ -482,7 +477,8 @@ fn string_map(map: &Map<String, Value>, key: &str) -> Result<Vec<(String, String
             return Err(format!(
                 "\"{key}\" must be an object of strings, got {}",
                 kind(other)
-            ));
+            )
+            .into());
         }
     };
     out.sort_by(|a, b| a.0.cmp(&b.0));

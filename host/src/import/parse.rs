@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::EntryError;
 use super::jsonc::strip_jsonc;
 
 /// Parses a whole file to JSON. Error messages never quote the file's content.
@@ -15,11 +16,10 @@ pub(super) enum Format {
     Toml,
 }
 
-pub(super) fn parse(text: &str, format: Format) -> Result<Value, String> {
+pub(super) fn parse(text: &str, format: Format) -> Result<Value, EntryError> {
     match format {
-        Format::Json => {
-            serde_json::from_str(&strip_jsonc(text)).map_err(|e| format!("invalid JSON: {e}"))
-        }
+        Format::Json => serde_json::from_str(&strip_jsonc(text))
+            .map_err(|e| format!("invalid JSON: {e}").into()),
         Format::Toml => {
             let table: toml::Table = toml::from_str(text).map_err(|e| {
                 // The error's `Display` quotes the offending line, which may hold a
@@ -33,7 +33,7 @@ pub(super) fn parse(text: &str, format: Format) -> Result<Value, String> {
                     None => format!("invalid TOML: {message}"),
                 }
             })?;
-            serde_json::to_value(table).map_err(|e| format!("cannot convert the TOML: {e}"))
+            serde_json::to_value(table).map_err(|e| format!("cannot convert the TOML: {e}").into())
         }
     }
 }

@@ -180,7 +180,7 @@ impl ToolResult {
             + self
                 .structured_content
                 .as_ref()
-                .map_or(0, |v| wire::approx_json_size(v))
+                .map_or(0, wire::approx_json_size)
     }
 
     /// Whether every block is of a type the specification defines in full (no

@@ -188,7 +188,7 @@ pub fn result_to_rmcp(result: ToolResult) -> Result<m::CallToolResult, ToolResul
 fn fits_rmcp(block: &ContentBlock) -> bool {
     let fits = |annotations: &Option<Value>, meta: &Option<Value>| {
         meta.as_ref().is_none_or(Value::is_object)
-            && annotations.as_ref().is_none_or(|a| annotations_fit(a))
+            && annotations.as_ref().is_none_or(annotations_fit)
     };
     match block {
         ContentBlock::Text(t) => fits(&t.annotations, &t.meta),

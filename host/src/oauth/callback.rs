@@ -7,7 +7,7 @@ use rmcp::transport::auth::AuthorizationCallback;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::{CALLBACK_PATH, clip};
+use super::{CALLBACK_PATH, StepFailure, clip};
 
 /// Longest request head read from one loopback connection.
 const MAX_REQUEST_BYTES: usize = 16 * 1024;
@@ -42,7 +42,7 @@ pub(super) enum Callback {
 /// Reads a request target (`/callback?code=…&state=…`). An `error=` answer, a missing
 /// code or state, or a state other than `expected_state` is an error message (never
 /// carrying the code).
-pub(super) fn parse_callback(target: &str, expected_state: &str) -> Result<Callback, String> {
+pub(super) fn parse_callback(target: &str, expected_state: &str) -> Result<Callback, StepFailure> {
     if !target.starts_with('/') {
         return Ok(Callback::Other);
     }
@@ -66,7 +66,8 @@ pub(super) fn parse_callback(target: &str, expected_state: &str) -> Result<Callb
         return Err(format!(
             "the authorization server answered error \"{}\"{detail}",
             clip(&error, 100)
-        ));
+        )
+        .into());
     }
     let callback = AuthorizationCallback::from_redirect_url(url.as_str())
         .map_err(|e| format!("the callback is incomplete: {e}"))?;
@@ -92,7 +93,7 @@ pub(super) struct CallbackHit {
 pub(super) async fn wait_for_callback(
     listener: &TcpListener,
     expected_state: &str,
-) -> Result<CallbackHit, String> {
+) -> Result<CallbackHit, StepFailure> {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<(Option<(String, String)>, TcpStream)>(8);
     loop {
         tokio::select! {

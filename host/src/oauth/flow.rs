@@ -122,7 +122,7 @@ pub async fn authorize_with_challenge(
         return Err(flow(
             service,
             "opening the browser",
-            scrub(&e, None, &state),
+            scrub(&e.to_string(), None, &state),
         ));
     }
     match tokio::time::timeout(wait, &mut task).await {
@@ -259,7 +259,13 @@ async fn receive_and_exchange(
 ) -> Result<(), OAuthError> {
     let hit = wait_for_callback(&listener, &state)
         .await
-        .map_err(|message| flow(&service, "browser callback", scrub(&message, None, &state)))?;
+        .map_err(|message| {
+            flow(
+                &service,
+                "browser callback",
+                scrub(&message.0, None, &state),
+            )
+        })?;
     drop(listener);
 
     tracing::info!(service = %service, "OAuth: exchanging the authorization code");

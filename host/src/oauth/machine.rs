@@ -18,7 +18,7 @@ use super::flow::{discover, needs_refresh, scopes_for, service_lock};
 use super::store::{
     ClientRegistration, StoreAdapter, Stored, blocking, now_secs, read_record, token_fields,
 };
-use super::{OAuthError, auth_flow, flow};
+use super::{OAuthError, StepFailure, auth_flow, flow};
 use crate::config::{ClientCredentials, ClientKey};
 use crate::secrets::SecretStore;
 
@@ -107,7 +107,7 @@ pub async fn client_credentials_token(
                 .clone()
                 .unwrap_or_else(|| metadata.token_endpoint.clone());
             let assertion = sign_assertion(pem, &client.client_id, &audience)
-                .map_err(|m| refused(service, client, &m))?;
+                .map_err(|m| refused(service, client, &m.0))?;
             let response = request_token(
                 service,
                 client,
@@ -222,7 +222,7 @@ async fn request_token(
 /// A JWT client assertion for `client_id`, for `audience` (the authorization server's
 /// issuer), signed with the PEM key `pem`: RS256 for an RSA key, ES256 for an EC P-256
 /// key. Valid for [`ASSERTION_LIFETIME_SECS`], with a random `jti` so it is used once.
-pub fn sign_assertion(pem: &str, client_id: &str, audience: &str) -> Result<String, String> {
+pub fn sign_assertion(pem: &str, client_id: &str, audience: &str) -> Result<String, StepFailure> {
     let key = PKey::private_key_from_pem(pem.as_bytes()).map_err(|_| {
         "the private key is not a PEM private key (PKCS#8, PKCS#1 or SEC1)".to_string()
     })?;
@@ -265,7 +265,7 @@ pub fn sign_assertion(pem: &str, client_id: &str, audience: &str) -> Result<Stri
 
 /// The JWS signature of `input`: PKCS#1 v1.5 for RS256; for ES256 the raw `r‖s`
 /// (32 bytes each) that JWS wants instead of OpenSSL's DER.
-fn sign(key: &PKey<Private>, alg: &str, input: &[u8]) -> Result<Vec<u8>, String> {
+fn sign(key: &PKey<Private>, alg: &str, input: &[u8]) -> Result<Vec<u8>, StepFailure> {
     let failed =
         |e: openssl::error::ErrorStack| format!("signing the client assertion failed: {e}");
     let mut signer = openssl::sign::Signer::new(MessageDigest::sha256(), key).map_err(failed)?;
@@ -346,7 +346,9 @@ mod tests {
             assert_eq!(exp - iat, ASSERTION_LIFETIME_SECS);
             assert_ne!(claims["jti"], verify(pem, &b)["jti"], "jti is never reused");
         }
-        let err = sign_assertion("-----BEGIN NOTHING-----", "c", "a").unwrap_err();
+        let err = sign_assertion("-----BEGIN NOTHING-----", "c", "a")
+            .unwrap_err()
+            .0;
         assert!(err.contains("not a PEM private key"), "{err}");
     }
 }

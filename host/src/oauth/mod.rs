@@ -53,6 +53,7 @@ const MAX_MESSAGE_CHARS: usize = 500;
 /// An OAuth failure. No variant's message carries a token, an authorization code, a PKCE
 /// verifier or an authorization URL.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum OAuthError {
     /// No usable stored authorization (none stored, expired without a refresh token, or
     /// the refresh was refused): the user must run `airlock servers auth NAME`.
@@ -100,7 +101,26 @@ pub enum OAuthError {
 /// `$AIRLOCK_BROWSER` (a command given the URL as its one argument) if set, else
 /// `xdg-open`/`open`, else prints the URL to stderr (the one place the URL may be shown,
 /// to the user's terminal, never through tracing).
-pub type OpenUrl<'a> = &'a (dyn Fn(&str) -> Result<(), String> + Send + Sync);
+pub type OpenUrl<'a> = &'a (dyn Fn(&str) -> std::io::Result<()> + Send + Sync);
+
+/// What went wrong in one step of a flow (reading the callback, signing an assertion,
+/// the token store's thread), in words that carry no token, code or state. The flow
+/// names the service and the step around it ([`OAuthError::Flow`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct StepFailure(pub String);
+
+impl From<String> for StepFailure {
+    fn from(message: String) -> Self {
+        StepFailure(message)
+    }
+}
+
+impl From<&str> for StepFailure {
+    fn from(message: &str) -> Self {
+        StepFailure(message.to_string())
+    }
+}
 
 /// The HTTP header carrying `token`: `("Authorization", "Bearer TOKEN")`.
 pub fn authorization_header(token: &str) -> (String, String) {

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::secrets::{SecretError, SecretStore};
 
-use super::OAuthError;
+use super::{OAuthError, StepFailure};
 
 /// The version of the stored record's format.
 const RECORD_VERSION: u32 = 1;
@@ -196,7 +196,7 @@ impl CredentialStore for StoreAdapter {
         Box::pin(async move {
             match blocking(move || this.load_blocking()).await {
                 Ok(result) => result,
-                Err(message) => Err(AuthError::CredentialStoreError(message)),
+                Err(failure) => Err(AuthError::CredentialStoreError(failure.0)),
             }
         })
     }
@@ -213,7 +213,7 @@ impl CredentialStore for StoreAdapter {
         Box::pin(async move {
             match blocking(move || this.save_blocking(credentials)).await {
                 Ok(result) => result,
-                Err(message) => Err(AuthError::CredentialStoreError(message)),
+                Err(failure) => Err(AuthError::CredentialStoreError(failure.0)),
             }
         })
     }
@@ -227,7 +227,7 @@ impl CredentialStore for StoreAdapter {
         Box::pin(async move {
             match blocking(move || this.clear_blocking()).await {
                 Ok(result) => result,
-                Err(message) => Err(AuthError::CredentialStoreError(message)),
+                Err(failure) => Err(AuthError::CredentialStoreError(failure.0)),
             }
         })
     }
@@ -248,8 +248,8 @@ fn prune(credentials: StoredCredentials) -> StoredCredentials {
 /// async workers.
 pub(super) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, String> {
+) -> Result<T, StepFailure> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|_| "the token store task failed".to_string())
+        .map_err(|_| StepFailure::from("the token store task failed"))
 }

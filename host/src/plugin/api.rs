@@ -45,25 +45,28 @@ pub(super) enum Exports {
     RedactionV01(frozen01::redaction::Guest),
 }
 
-type Answer<T> = wasmtime::Result<Result<T, String>>;
+/// What a guest function returns: a trap (the outer error), or the guest's own answer,
+/// which the WIT contract types `result<T, string>`.
+type Answer<T> = wasmtime::Result<Result<T, GuestMessage>>;
+
+/// A guest's error message, as the WIT contract carries it: the plugin's own words,
+/// untrusted, scrubbed before it reaches a user.
+pub(super) type GuestMessage = String;
 
 impl Api {
     /// The indices of a component whose `plugin` export is at contract `minor` (1 or 2);
     /// the message says what is missing.
-    pub(super) fn new(pre: &InstancePre<PluginState>, minor: u32) -> Result<Api, String> {
-        let missing = |e: wasmtime::Error| {
-            format!("not an Airlock plugin (no airlock:adapter/plugin export): {e}")
-        };
+    pub(super) fn new(pre: &InstancePre<PluginState>, minor: u32) -> wasmtime::Result<Api> {
         Ok(if minor == 1 {
             Api::V01 {
-                plugin: frozen01::plugin::GuestIndices::new(pre).map_err(missing)?,
+                plugin: frozen01::plugin::GuestIndices::new(pre)?,
                 naming: frozen01::naming::GuestIndices::new(pre).ok(),
                 content: frozen01::content::GuestIndices::new(pre).ok(),
                 redaction: frozen01::redaction::GuestIndices::new(pre).ok(),
             }
         } else {
             Api::Current {
-                plugin: current::plugin::GuestIndices::new(pre).map_err(missing)?,
+                plugin: current::plugin::GuestIndices::new(pre)?,
                 naming: current::naming::GuestIndices::new(pre).ok(),
                 content: current::content::GuestIndices::new(pre).ok(),
                 redaction: current::redaction::GuestIndices::new(pre).ok(),

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use wasmtime::Store;
 
-use super::api::Exports;
+use super::api::{Exports, GuestMessage};
 use super::runtime::{LoadedPlugin, PluginRuntime};
 use super::state::{
     PluginState, classify, deadline_ticks, new_store, scaled_deadline, scaled_memory,
@@ -119,7 +119,7 @@ impl StageInstance {
         &self,
         work_bytes: usize,
         scrub: &KnownSecrets,
-        f: impl FnOnce(&mut Store<PluginState>, &Exports) -> wasmtime::Result<Result<R, String>>,
+        f: impl FnOnce(&mut Store<PluginState>, &Exports) -> wasmtime::Result<Result<R, GuestMessage>>,
     ) -> Result<R, PluginError> {
         let popped = self.pool.lock().expect("instance pool poisoned").pop();
         let mut live = match popped {

@@ -235,7 +235,7 @@ impl PluginRuntime {
             plugin: reference.to_string(),
             message,
         };
-        let component = self.compile_cached(&key, bytes).map_err(err)?;
+        let component = self.compile_cached(reference, &key, bytes)?;
         self.check_imports(reference, &component)?;
         let contract = self.check_contract(reference, &component)?;
         let imports = component
@@ -247,7 +247,11 @@ impl PluginRuntime {
             .linker
             .instantiate_pre(&component)
             .map_err(|e| err(format!("cannot link the component: {e}")))?;
-        let api = Api::new(&pre, contract_minor(&contract).unwrap_or(0)).map_err(err)?;
+        let api = Api::new(&pre, contract_minor(&contract).unwrap_or(0)).map_err(|e| {
+            err(format!(
+                "not an Airlock plugin (no airlock:adapter/plugin export): {e}"
+            ))
+        })?;
         let info = self.describe(reference, &pre, &api)?;
         let loaded = Arc::new(LoadedPlugin {
             reference: reference.to_string(),
@@ -277,7 +281,14 @@ impl PluginRuntime {
         hex::encode(&digest.finalize()[..16])
     }
 
-    fn compile_cached(&self, key: &str, bytes: &[u8]) -> Result<Component, String> {
+    /// The compiled component for `bytes` (of plugin `reference`): from the compiled
+    /// cache under `key` when an entry is there and loads, else compiled and cached.
+    fn compile_cached(
+        &self,
+        reference: &str,
+        key: &str,
+        bytes: &[u8],
+    ) -> Result<Component, PluginError> {
         let file = format!("{key}.cwasm");
         if let Some(dir) = &self.cache_dir
             && let Ok(cached) = dir.read(&file)
@@ -292,8 +303,10 @@ impl PluginRuntime {
                 }
             }
         }
-        let component = Component::new(&self.engine, bytes)
-            .map_err(|e| format!("not a valid WebAssembly component: {e:#}"))?;
+        let component = Component::new(&self.engine, bytes).map_err(|e| PluginError::Load {
+            plugin: reference.to_string(),
+            message: format!("not a valid WebAssembly component: {e:#}"),
+        })?;
         if let Some(dir) = &self.cache_dir {
             match component.serialize() {
                 Ok(artifact) => {

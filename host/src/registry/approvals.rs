@@ -140,6 +140,7 @@ pub fn glob_literal(text: &str) -> String {
 impl Registry {
     /// Remembers an approval: `tool` and `arguments` are globs (see [`glob_literal`]).
     /// Returns the new grant's id.
+    #[cfg_attr(not(feature = "postgres"), allow(unused_mut, unused_variables))]
     pub fn remember_approval(
         &self,
         scope: &ApprovalScope<'_>,
@@ -161,6 +162,7 @@ impl Registry {
                 "INSERT INTO approvals (agent, service, tool, arguments, plugin, rule, expires_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id"
             }
+            #[cfg(feature = "postgres")]
             Db::Postgres(_) => {
                 values.extend(params![&tool_re, &arguments_re]);
                 "INSERT INTO approvals
@@ -183,6 +185,7 @@ impl Registry {
     ) -> Result<Option<ApprovalGrant>, RegistryError> {
         let matches = match self.db {
             Db::Sqlite(_) => "?5 GLOB tool AND ?6 GLOB arguments",
+            #[cfg(feature = "postgres")]
             Db::Postgres(_) => "?5 ~ tool_re AND ?6 ~ arguments_re",
         };
         self.db

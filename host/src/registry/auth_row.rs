@@ -63,9 +63,28 @@ pub(super) fn encode(auth: &Auth, secrets: &BTreeMap<String, StoredValue>) -> Op
     Some(serde_json::to_string(&row).expect("an auth row always serializes"))
 }
 
+/// What is wrong with an auth column's text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(super) struct BadAuthRow(String);
+
+impl From<String> for BadAuthRow {
+    fn from(message: String) -> Self {
+        BadAuthRow(message)
+    }
+}
+
+impl From<&str> for BadAuthRow {
+    fn from(message: &str) -> Self {
+        BadAuthRow(message.to_string())
+    }
+}
+
 /// The [`Auth`] (with [`STORED_SECRET`] in each secret field) and its secret fields, from
 /// the column text. The error says what is wrong with the text.
-pub(super) fn decode(text: Option<&str>) -> Result<(Auth, BTreeMap<String, StoredValue>), String> {
+pub(super) fn decode(
+    text: Option<&str>,
+) -> Result<(Auth, BTreeMap<String, StoredValue>), BadAuthRow> {
     let text = match text {
         None => return Ok((Auth::None, BTreeMap::new())),
         Some("oauth") => return Ok((Auth::OAuth(OAuthClient::default()), BTreeMap::new())),
@@ -108,7 +127,7 @@ pub(super) fn decode(text: Option<&str>) -> Result<(Auth, BTreeMap<String, Store
                 scopes: row.scopes,
             })
         }
-        other => return Err(format!("unknown auth type {other:?}")),
+        other => return Err(format!("unknown auth type {other:?}").into()),
     };
     Ok((auth, secrets))
 }

@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 
 use super::RegistryError;
+#[cfg(feature = "postgres")]
 use super::postgres::Postgres;
 
 /// A statement parameter.
@@ -101,6 +102,7 @@ pub(super) enum Cell {
     /// Text.
     Text(String),
     /// A boolean (PostgreSQL).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     Bool(bool),
 }
 
@@ -180,6 +182,7 @@ pub(super) enum Db {
     /// The embedded database.
     Sqlite(Mutex<rusqlite::Connection>),
     /// A shared PostgreSQL database.
+    #[cfg(feature = "postgres")]
     Postgres(Postgres),
 }
 
@@ -192,6 +195,7 @@ impl Db {
                 let mut stmt = db.prepare_cached(sql)?;
                 Ok(stmt.execute(rusqlite::params_from_iter(params))? as u64)
             }
+            #[cfg(feature = "postgres")]
             Db::Postgres(pg) => pg.execute(sql, params),
         }
     }
@@ -221,6 +225,7 @@ impl Db {
                 })?;
                 Ok(rows.collect::<Result<_, _>>()?)
             }
+            #[cfg(feature = "postgres")]
             Db::Postgres(pg) => pg.query(sql, params),
         }
     }
@@ -234,6 +239,7 @@ impl Db {
     ) -> Result<Vec<Row>, RegistryError> {
         match self {
             Db::Sqlite(_) => self.query(sql, params),
+            #[cfg(feature = "postgres")]
             Db::Postgres(pg) => pg.query_async(sql, params).await,
         }
     }
@@ -260,6 +266,7 @@ impl Db {
                 tx.commit()?;
                 Ok(())
             }
+            #[cfg(feature = "postgres")]
             Db::Postgres(pg) => pg.transaction(statements),
         }
     }
@@ -268,6 +275,7 @@ impl Db {
     pub(super) fn engine(&self) -> &'static str {
         match self {
             Db::Sqlite(_) => "SQLite",
+            #[cfg(feature = "postgres")]
             Db::Postgres(_) => "PostgreSQL",
         }
     }

@@ -19,7 +19,9 @@ pub mod changes;
 pub mod console;
 mod db;
 mod imports;
+#[cfg(feature = "postgres")]
 mod pg_migrations;
+#[cfg(feature = "postgres")]
 mod postgres;
 mod recall;
 mod results;
@@ -286,6 +288,7 @@ impl Registry {
     pub fn open_at(data_dir: &Path, location: &RegistryLocation) -> Result<Self, RegistryError> {
         match location {
             RegistryLocation::Local => Registry::open(data_dir),
+            #[cfg(feature = "postgres")]
             RegistryLocation::Postgres {
                 url,
                 schema,
@@ -294,6 +297,12 @@ impl Registry {
                 db: Db::Postgres(postgres::Postgres::connect(url, schema, *bounds)?),
                 recall: recall::Recall::new(bounds.outage_grace),
             }),
+            #[cfg(not(feature = "postgres"))]
+            RegistryLocation::Postgres { .. } => Err(RegistryError::Config(
+                "[registry] url names PostgreSQL, and this build of Airlock has no PostgreSQL \
+                 support (cargo feature `postgres`, on in the `airlock` binary)"
+                    .into(),
+            )),
         }
     }
 
@@ -307,6 +316,7 @@ impl Registry {
     pub fn describe(&self) -> String {
         match &self.db {
             Db::Sqlite(_) => self.db.engine().to_string(),
+            #[cfg(feature = "postgres")]
             Db::Postgres(pg) => format!("{} {}", self.db.engine(), pg.location()),
         }
     }

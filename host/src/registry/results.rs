@@ -91,6 +91,7 @@ impl Registry {
                 "SELECT output_id, service, agent, size, digest, complete, redacted FROM results
                  WHERE service = ?1 AND agent = ?2 ORDER BY created_at DESC, rowid DESC"
             }
+            #[cfg(feature = "postgres")]
             Db::Postgres(_) => {
                 "SELECT output_id, service, agent, size, digest, complete, redacted FROM results
                  WHERE service = ?1 AND agent = ?2 ORDER BY created_at DESC, seq DESC"

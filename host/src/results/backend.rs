@@ -103,7 +103,7 @@ impl StoredRecord {
 
     /// Checks `bytes`, read from byte `start` (a block boundary) of the text, against
     /// the block digests. The error says which block, and what was expected and found.
-    pub fn check(&self, start: usize, bytes: &[u8]) -> Result<(), String> {
+    pub fn check(&self, start: usize, bytes: &[u8]) -> Result<(), DigestError> {
         if self.blocks.is_empty() {
             return Ok(());
         }
@@ -112,18 +112,49 @@ impl StoredRecord {
             let expected = self
                 .blocks
                 .get(n)
-                .ok_or_else(|| format!("block {n} is past the recorded end"))?;
+                .ok_or(DigestError::PastEnd { block: n })?;
             let found = hex::encode(Sha256::digest(block));
             if &found != expected {
                 let from = n * BLOCK;
-                return Err(format!(
-                    "block {n} (bytes {from}..{}) fails its digest check: recorded sha256:{expected}, read sha256:{found}",
-                    from + block.len()
-                ));
+                return Err(DigestError::Mismatch {
+                    block: n,
+                    from,
+                    to: from + block.len(),
+                    recorded: expected.clone(),
+                    read: found,
+                });
             }
         }
         Ok(())
     }
+}
+
+/// Why bytes read back do not match what was stored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DigestError {
+    /// The bytes run past the last recorded block.
+    #[error("block {block} is past the recorded end")]
+    PastEnd {
+        /// The block's index.
+        block: usize,
+    },
+    /// A block's digest differs from the recorded one.
+    #[error(
+        "block {block} (bytes {from}..{to}) fails its digest check: recorded sha256:{recorded}, read sha256:{read}"
+    )]
+    Mismatch {
+        /// The block's index.
+        block: usize,
+        /// Its first byte.
+        from: usize,
+        /// The byte after its last.
+        to: usize,
+        /// The digest recorded when it was stored.
+        recorded: String,
+        /// The digest of what was read.
+        read: String,
+    },
 }
 
 #[cfg(test)]
@@ -143,7 +174,7 @@ mod tests {
         assert!(stored.check(BLOCK, &text[BLOCK..]).is_ok());
         let mut changed = text[BLOCK..BLOCK * 2].to_vec();
         changed[7] = b'b';
-        let error = stored.check(BLOCK, &changed).unwrap_err();
+        let error = stored.check(BLOCK, &changed).unwrap_err().to_string();
         assert!(error.contains("block 1"), "{error}");
     }
 }

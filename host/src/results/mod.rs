@@ -17,6 +17,7 @@ mod backend;
 mod export;
 mod local;
 mod read;
+#[cfg(feature = "s3")]
 mod s3;
 mod small;
 mod writer;
@@ -202,6 +203,7 @@ impl ResultStore {
     /// a bucket is checked by putting and reading back a small probe object, and one
     /// that refuses the credentials is an error (`PermissionDenied`) naming the store;
     /// one that does not answer within 5 s is logged and opened anyway.
+    #[cfg_attr(not(feature = "s3"), allow(unused_variables))]
     pub fn open_at(
         data_dir: &Path,
         location: &crate::config::ResultsLocation,
@@ -211,9 +213,15 @@ impl ResultStore {
     ) -> std::io::Result<Self> {
         match location {
             crate::config::ResultsLocation::Local => Self::open_indexed(data_dir, limits, index),
+            #[cfg(not(feature = "s3"))]
+            crate::config::ResultsLocation::S3(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "[results] store names an S3 bucket, and this build of Airlock has no S3 \
+                 support (cargo feature `s3`, on in the `airlock` binary)",
+            )),
+            #[cfg(feature = "s3")]
             crate::config::ResultsLocation::S3(s3) => {
-                let backend =
-                    s3::S3Backend::new(s3, secret_access_key).map_err(std::io::Error::other)?;
+                let backend = s3::S3Backend::new(s3, secret_access_key)?;
                 // Credentials the bucket refuses are an error now, not at the first call;
                 // a bucket that does not answer yet is not (readiness reports it).
                 match backend.verify() {

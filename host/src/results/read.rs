@@ -301,7 +301,7 @@ impl ResultStore {
                     }
                     stored
                         .check(blocks.start, &bytes)
-                        .map_err(|m| self.corrupt(output_id, m))?;
+                        .map_err(|e| self.corrupt(output_id, e.to_string()))?;
                     window = bytes[wanted.start - blocks.start..wanted.end - blocks.start].to_vec();
                 }
                 (window, size)

@@ -55,7 +55,7 @@ impl S3Backend {
     pub fn new(
         location: &S3Location,
         secret_access_key: Option<String>,
-    ) -> Result<S3Backend, String> {
+    ) -> std::io::Result<S3Backend> {
         let mut builder = AmazonS3Builder::from_env()
             .with_bucket_name(&location.bucket)
             .with_client_options(
@@ -81,9 +81,9 @@ impl S3Backend {
         if let Some(key) = secret_access_key {
             builder = builder.with_secret_access_key(key);
         }
-        let store = builder
-            .build()
-            .map_err(|e| format!("[results] store s3://{}: {e}", location.bucket))?;
+        let store = builder.build().map_err(|e| {
+            std::io::Error::other(format!("[results] store s3://{}: {e}", location.bucket))
+        })?;
         let prefix = location.prefix.clone();
         let described = match &location.endpoint {
             Some(endpoint) => format!("s3://{}/{prefix} at {endpoint}", location.bucket),

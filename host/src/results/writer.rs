@@ -60,6 +60,9 @@ struct Job {
     kept: Option<oneshot::Sender<()>>,
 }
 
+/// What the writer thread is sent. A job travels by value: boxing it would cost an
+/// allocation per kept output for a channel slot that is freed at once.
+#[allow(clippy::large_enum_variant)]
 enum Message {
     Write(Job),
     /// Answered once every job sent before it is on disk.

@@ -22,6 +22,7 @@ pub const SECRETS_FILE: &str = "secrets.json";
 
 /// A secret-store failure. Messages name the key and the backend, never the value.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SecretError {
     /// The secrets file could not be read or written.
     #[error("secret store file \"{path}\": {message}")]
@@ -42,6 +43,24 @@ pub enum SecretError {
     /// `AIRLOCK_SECRET_STORE` names no backend.
     #[error("AIRLOCK_SECRET_STORE is \"{0}\"; expected \"keyring\" or \"file\"")]
     UnknownBackend(String),
+    /// A setting names a secret-store entry that is not there.
+    #[error(
+        "{setting} names the secret-store entry \"{name}\", which is not there; add it with `airlock secrets set {name}`"
+    )]
+    Missing {
+        /// The setting (e.g. `[results] secret_access_key`).
+        setting: String,
+        /// The entry's name.
+        name: String,
+    },
+    /// Reading the entry a setting names failed.
+    #[error("{setting}: {cause}")]
+    Setting {
+        /// The setting.
+        setting: String,
+        /// What failed.
+        cause: Box<SecretError>,
+    },
 }
 
 /// Which backend a store uses.
@@ -221,9 +240,7 @@ impl SecretStore {
     /// The value stored under `key`, if any.
     pub fn get(&self, key: &str) -> Result<Option<String>, SecretError> {
         match &*self.backend {
-            Backend::Keyring { service } => {
-                os_store::get(service, key).map_err(|m| keyring_err(key, m))
-            }
+            Backend::Keyring { service } => os_store::get(service, key),
             Backend::File { path, lock } => {
                 let _guard = lock.lock().expect("secret store lock poisoned");
                 Ok(read_file(path)?.remove(key))
@@ -235,9 +252,7 @@ impl SecretStore {
     /// a user typed with [`super::validate_secret`]; tokens may be longer.)
     pub fn put(&self, key: &str, value: &str) -> Result<(), SecretError> {
         match &*self.backend {
-            Backend::Keyring { service } => {
-                os_store::set(service, key, value).map_err(|m| keyring_err(key, m))
-            }
+            Backend::Keyring { service } => os_store::set(service, key, value),
             Backend::File { path, lock } => {
                 let _guard = lock.lock().expect("secret store lock poisoned");
                 let _file = self.exclusive("secrets-file")?;
@@ -251,9 +266,7 @@ impl SecretStore {
     /// Deletes `key`. Returns whether it existed.
     pub fn delete(&self, key: &str) -> Result<bool, SecretError> {
         match &*self.backend {
-            Backend::Keyring { service } => {
-                os_store::delete(service, key).map_err(|m| keyring_err(key, m))
-            }
+            Backend::Keyring { service } => os_store::delete(service, key),
             Backend::File { path, lock } => {
                 let _guard = lock.lock().expect("secret store lock poisoned");
                 let _file = self.exclusive("secrets-file")?;
@@ -291,32 +304,35 @@ fn keyring_err(key: &str, message: String) -> SecretError {
     }
 }
 
-/// The OS credential store through the `keyring` crate (feature `keyring`).
+/// The OS credential store through the `keyring` crate (feature `keyring`). Failures
+/// name the entry (`key`), never the value.
 #[cfg(feature = "keyring")]
 mod os_store {
-    fn entry(service: &str, key: &str) -> Result<keyring::Entry, String> {
-        keyring::Entry::new(service, key).map_err(|e| e.to_string())
+    use super::{SecretError, keyring_err};
+
+    fn entry(service: &str, key: &str) -> Result<keyring::Entry, SecretError> {
+        keyring::Entry::new(service, key).map_err(|e| keyring_err(key, e.to_string()))
     }
 
-    pub fn get(service: &str, key: &str) -> Result<Option<String>, String> {
+    pub fn get(service: &str, key: &str) -> Result<Option<String>, SecretError> {
         match entry(service, key)?.get_password() {
             Ok(v) => Ok(Some(v)),
             Err(keyring::Error::NoEntry) => Ok(None),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(keyring_err(key, e.to_string())),
         }
     }
 
-    pub fn set(service: &str, key: &str, value: &str) -> Result<(), String> {
+    pub fn set(service: &str, key: &str, value: &str) -> Result<(), SecretError> {
         entry(service, key)?
             .set_password(value)
-            .map_err(|e| e.to_string())
+            .map_err(|e| keyring_err(key, e.to_string()))
     }
 
-    pub fn delete(service: &str, key: &str) -> Result<bool, String> {
+    pub fn delete(service: &str, key: &str) -> Result<bool, SecretError> {
         match entry(service, key)?.delete_credential() {
             Ok(()) => Ok(true),
             Err(keyring::Error::NoEntry) => Ok(false),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(keyring_err(key, e.to_string())),
         }
     }
 }
@@ -324,18 +340,20 @@ mod os_store {
 /// Built without the `keyring` feature: there is no OS credential store.
 #[cfg(not(feature = "keyring"))]
 mod os_store {
+    use super::{SecretError, keyring_err};
+
     const MISSING: &str = "this build of Airlock has no OS credential store (feature `keyring`)";
 
-    pub fn get(_service: &str, _key: &str) -> Result<Option<String>, String> {
-        Err(MISSING.into())
+    pub fn get(_service: &str, key: &str) -> Result<Option<String>, SecretError> {
+        Err(keyring_err(key, MISSING.into()))
     }
 
-    pub fn set(_service: &str, _key: &str, _value: &str) -> Result<(), String> {
-        Err(MISSING.into())
+    pub fn set(_service: &str, key: &str, _value: &str) -> Result<(), SecretError> {
+        Err(keyring_err(key, MISSING.into()))
     }
 
-    pub fn delete(_service: &str, _key: &str) -> Result<bool, String> {
-        Err(MISSING.into())
+    pub fn delete(_service: &str, key: &str) -> Result<bool, SecretError> {
+        Err(keyring_err(key, MISSING.into()))
     }
 }
 

@@ -140,7 +140,7 @@ impl AuthChanges {
                 })
             }
         };
-        auth.validate().map_err(invalid)?;
+        auth.validate().map_err(|e| invalid(e.message))?;
         Ok(auth)
     }
 }

@@ -173,6 +173,68 @@ enum HttpFailure {
     Other,
 }
 
+/// A failed streamable HTTP handshake in the words a user needs: "cannot connect to URL:
+/// connection refused" rather than the transport's nested type names. The HTTP error
+/// itself when there is one, else the deepest cause; the whole chain goes to the debug
+/// log.
+fn in_words(url: &str, error: &ClientInitializeError) -> String {
+    let mut chain: Vec<&(dyn std::error::Error + 'static)> = Vec::new();
+    // As in `classify`: the transport's own error is boxed inside the initialize error.
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = match error {
+        ClientInitializeError::TransportError { error, .. } => Some(error.error.as_ref()),
+        ClientInitializeError::LegacyFallbackFailed { fallback, .. } => {
+            return in_words(url, fallback);
+        }
+        other => Some(other),
+    };
+    while let Some(current) = cause {
+        chain.push(current);
+        cause = current.source();
+        // rmcp's HTTP error holds the client's error without naming it as its source.
+        if cause.is_none()
+            && let Some(StreamableHttpError::Client(inner)) =
+                current.downcast_ref::<StreamableHttpError<reqwest::Error>>()
+        {
+            cause = Some(inner);
+        }
+    }
+    let io = chain
+        .iter()
+        .rev()
+        .find_map(|e| e.downcast_ref::<std::io::Error>());
+    let request = chain
+        .iter()
+        .find_map(|e| e.downcast_ref::<reqwest::Error>());
+    if let Some(request) = request {
+        if request.is_connect() {
+            return match io {
+                Some(io) => format!("cannot connect to {url}: {}", io.kind()),
+                None => format!(
+                    "cannot connect to {url}: {}",
+                    chain.last().map(|e| e.to_string()).unwrap_or_default()
+                ),
+            };
+        }
+        if request.is_timeout() {
+            return format!("{url} did not answer in time");
+        }
+        if let Some(status) = request.status() {
+            return format!("streamable HTTP at {url}: the server answered {status}");
+        }
+    }
+    let http = chain
+        .iter()
+        .find_map(|e| e.downcast_ref::<StreamableHttpError<reqwest::Error>>());
+    let words = match http {
+        Some(StreamableHttpError::Client(_)) | None => chain
+            .last()
+            .map(|e| e.to_string())
+            .unwrap_or_else(|| error.to_string()),
+        Some(http) => http.to_string(),
+    };
+    format!("streamable HTTP at {url}: {words}")
+}
+
 fn classify(error: &ClientInitializeError) -> HttpFailure {
     if error.is_authorization_required() {
         return HttpFailure::Unauthorized(error.auth_challenge().map(str::to_string));
@@ -292,8 +354,9 @@ impl Session {
                 });
             }
             HttpFailure::Other => {
+                tracing::debug!(url, "streamable HTTP handshake failed: {first:?}");
                 return Err(SessionError::Handshake(
-                    format!("streamable HTTP at {url}: {first}"),
+                    in_words(url, &first),
                     String::new(),
                 ));
             }
@@ -319,7 +382,8 @@ impl Session {
             Ok(Ok(service)) => Session::finish(service, client, None, TransportKind::Sse).await,
             Ok(Err(second)) => Err(SessionError::Handshake(
                 format!(
-                    "streamable HTTP at {url}: {first}; the legacy SSE fallback failed too: {second}"
+                    "{}; the legacy SSE fallback failed too: {second}",
+                    in_words(url, &first)
                 ),
                 String::new(),
             )),

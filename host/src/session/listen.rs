@@ -49,13 +49,24 @@ pub(super) async fn listen_for_changes(
     }
 }
 
+/// Why a `subscriptions/listen` stream could not be opened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum ListenError {
+    /// The server answered with an error.
+    #[error("the server opened no subscriptions/listen stream: {0}")]
+    Refused(String),
+    /// The server did not answer in time.
+    #[error("the server did not acknowledge subscriptions/listen in time")]
+    NotAcknowledged,
+}
+
 /// Opens a stream of updates to the resource `uri`, reported through `client`;
 /// acknowledged before this returns.
 pub(super) async fn listen_for_updates(
     peer: &Peer<RoleClient>,
     client: AirlockClient,
     uri: &str,
-) -> Result<ChangeListener, String> {
+) -> Result<ChangeListener, ListenError> {
     let filter = SubscriptionFilter::builder()
         .resource_subscriptions([uri])
         .build();
@@ -68,18 +79,12 @@ async fn listen(
     peer: &Peer<RoleClient>,
     client: AirlockClient,
     filter: SubscriptionFilter,
-) -> Result<ChangeListener, String> {
+) -> Result<ChangeListener, ListenError> {
     let mut subscription =
         match tokio::time::timeout(ACKNOWLEDGED_WITHIN, peer.listen(filter)).await {
             Ok(Ok(subscription)) => subscription,
-            Ok(Err(e)) => {
-                return Err(format!(
-                    "the server opened no subscriptions/listen stream: {e}"
-                ));
-            }
-            Err(_) => {
-                return Err("the server did not acknowledge subscriptions/listen in time".into());
-            }
+            Ok(Err(e)) => return Err(ListenError::Refused(e.to_string())),
+            Err(_) => return Err(ListenError::NotAcknowledged),
         };
     Ok(ChangeListener(tokio::spawn(async move {
         loop {

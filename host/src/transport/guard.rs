@@ -140,9 +140,26 @@ impl<R> FrameGuard<R> {
 /// Deepest nesting accepted; the MCP codec's JSON parser refuses a little deeper.
 const MAX_DEPTH: usize = 120;
 
+/// Why the codec would refuse a line, in words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+struct Undecodable(String);
+
+impl From<String> for Undecodable {
+    fn from(message: String) -> Self {
+        Undecodable(message)
+    }
+}
+
+impl From<&str> for Undecodable {
+    fn from(message: &str) -> Self {
+        Undecodable(message.to_string())
+    }
+}
+
 /// Whether the codec will decode `line`: UTF-8, nested at most [`MAX_DEPTH`] levels,
 /// and well-formed JSON.
-fn decodable(line: &[u8]) -> Result<(), String> {
+fn decodable(line: &[u8]) -> Result<(), Undecodable> {
     std::str::from_utf8(line).map_err(|e| format!("not UTF-8: {e}"))?;
     let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
     for &b in line {
@@ -160,7 +177,7 @@ fn decodable(line: &[u8]) -> Result<(), String> {
             b'[' | b'{' => {
                 depth += 1;
                 if depth > MAX_DEPTH {
-                    return Err(format!("nested deeper than {MAX_DEPTH} levels"));
+                    return Err(format!("nested deeper than {MAX_DEPTH} levels").into());
                 }
             }
             b']' | b'}' => depth = depth.saturating_sub(1),
@@ -169,7 +186,7 @@ fn decodable(line: &[u8]) -> Result<(), String> {
     }
     serde_json::from_slice::<serde::de::IgnoredAny>(line)
         .map(|_| ())
-        .map_err(|e| e.to_string())
+        .map_err(|e| Undecodable(e.to_string()))
 }
 
 /// The request id of a JSON-RPC answer, read from its first bytes: the top-level `"id"`

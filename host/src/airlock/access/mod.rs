@@ -100,8 +100,8 @@ impl From<&str> for AccessRefused {
 }
 
 /// The embedder's permission gate, consulted before every call and every output read.
-/// Return an [`AccessRefused`] to refuse. A closure returning `Result<(), String>` is an
-/// `AccessCheck` too.
+/// Return an [`AccessRefused`] to refuse (`"reason".into()` makes one). A closure
+/// returning `Result<(), AccessRefused>` is an `AccessCheck` too.
 pub trait AccessCheck: Send + Sync {
     /// Allows or refuses one request.
     fn check(&self, request: &AccessRequest<'_>) -> Result<(), AccessRefused>;
@@ -109,10 +109,10 @@ pub trait AccessCheck: Send + Sync {
 
 impl<F> AccessCheck for F
 where
-    F: Fn(&AccessRequest<'_>) -> Result<(), String> + Send + Sync,
+    F: Fn(&AccessRequest<'_>) -> Result<(), AccessRefused> + Send + Sync,
 {
     fn check(&self, request: &AccessRequest<'_>) -> Result<(), AccessRefused> {
-        self(request).map_err(AccessRefused::from)
+        self(request)
     }
 }
 

@@ -62,7 +62,7 @@ pub(super) fn record_outcome(span: &tracing::Span, outcome: &Result<CallOutput, 
                 airlock.outcome = failed.unwrap_or("ok"),
                 error.type = failed,
                 otel.status_code = failed.map(|_| "error"),
-                airlock.output_id = out.retained.output_id.as_ref().map(|id| id.as_str()),
+                airlock.output_id = out.retained.output_id.as_deref(),
                 airlock.result.size = out.retained.size as u64,
                 airlock.redactions = out.redactions.len() as u64,
             );

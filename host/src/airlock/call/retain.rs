@@ -26,7 +26,7 @@ impl Retain {
         crate::telemetry::stage_done("retain", stage);
         tracing::record_all!(
             retain,
-            airlock.output_id = retained.output_id.as_ref().map(|id| id.as_str()),
+            airlock.output_id = retained.output_id.as_deref(),
             airlock.result.size = retained.size as u64,
         );
         (retained, preview)

@@ -4,9 +4,10 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::bail;
 use serde_json::json;
 
-use super::{fail, print};
+use super::print;
 use crate::cli::Cli;
 use crate::config::{Auth, ConfigSources, ServerConfig, TransportConfig, process_env};
 use crate::servers::Servers;
@@ -18,15 +19,13 @@ pub(super) async fn auth(
     sources: &ConfigSources,
     name: &str,
     wait: u64,
-) -> Result<ExitCode, String> {
-    let config = servers.load_config(sources, &process_env).map_err(fail)?;
+) -> anyhow::Result<ExitCode> {
+    let config = servers.load_config(sources, &process_env)?;
     let (url, auth) = oauth_target(config.servers.get(name), name)?;
     match &auth {
         Auth::ClientCredentials(cc) => {
             // No browser: obtain a token now, which checks the credentials.
-            crate::oauth::client_credentials_token(servers.store(), name, &url, cc, true)
-                .await
-                .map_err(|e| e.to_string())?;
+            crate::oauth::client_credentials_token(servers.store(), name, &url, cc, true).await?;
             print(cli, json!({"ok": true, "authorized": name}), || {
                 println!(
                     "\"{name}\" uses client credentials: a token was granted and stored. Airlock gets new ones by itself."
@@ -42,8 +41,7 @@ pub(super) async fn auth(
                 &open_in_browser,
                 Duration::from_secs(wait),
             )
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
             print(cli, json!({"ok": true, "authorized": name}), || {
                 println!(
                     "Authorized \"{name}\". Tokens are in the secret store; Airlock refreshes them silently."
@@ -56,8 +54,8 @@ pub(super) async fn auth(
 }
 
 /// Runs `airlock servers logout`.
-pub(super) fn logout(cli: &Cli, servers: &Servers, name: &str) -> Result<ExitCode, String> {
-    let had = crate::oauth::logout(servers.store(), name).map_err(|e| e.to_string())?;
+pub(super) fn logout(cli: &Cli, servers: &Servers, name: &str) -> anyhow::Result<ExitCode> {
+    let had = crate::oauth::logout(servers.store(), name)?;
     print(cli, json!({"ok": true, "forgot_tokens": had}), || {
         if had {
             println!("Forgot the OAuth tokens of \"{name}\".");
@@ -68,21 +66,21 @@ pub(super) fn logout(cli: &Cli, servers: &Servers, name: &str) -> Result<ExitCod
     Ok(ExitCode::SUCCESS)
 }
 
-fn oauth_target(server: Option<&ServerConfig>, name: &str) -> Result<(String, Auth), String> {
+fn oauth_target(server: Option<&ServerConfig>, name: &str) -> anyhow::Result<(String, Auth)> {
     match server.map(|s| &s.transport) {
         Some(TransportConfig::Http { url, auth, .. }) if *auth != Auth::None => {
             Ok((url.clone(), auth.clone()))
         }
-        Some(_) => Err(format!(
+        Some(_) => bail!(
             "server \"{name}\" does not use OAuth (only http servers with an \"auth\" setting do)"
-        )),
-        None => Err(format!("no server named \"{name}\"")),
+        ),
+        None => bail!("no server named \"{name}\""),
     }
 }
 
 /// Opens `url` for the user: `$AIRLOCK_BROWSER URL` when set, else the platform's
 /// opener; when none works, prints it to the terminal (never to the log).
-fn open_in_browser(url: &str) -> Result<(), String> {
+fn open_in_browser(url: &str) -> std::io::Result<()> {
     let candidates: Vec<String> = match std::env::var("AIRLOCK_BROWSER") {
         Ok(b) if !b.is_empty() => vec![b],
         _ if cfg!(target_os = "macos") => vec!["open".into()],

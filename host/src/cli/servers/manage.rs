@@ -3,22 +3,21 @@
 
 use std::process::ExitCode;
 
+use anyhow::bail;
 use serde_json::json;
 
 use super::values::{auth_changes, env_pairs, header_pairs};
-use super::{AddArgs, EditArgs, fail, print, scope_arg};
+use super::{AddArgs, EditArgs, print, scope_arg};
 use crate::cli::Cli;
 use crate::config::{Auth, Scope};
 use crate::config::{ConfigSources, process_env};
 use crate::servers::{Draft, DraftTransport, Edit, Servers};
 
 /// Runs `airlock servers add`.
-pub(super) fn add(cli: &Cli, servers: &Servers, args: &AddArgs) -> Result<ExitCode, String> {
-    let scope = Scope::parse(&args.scope).map_err(|e| e.to_string())?;
+pub(super) fn add(cli: &Cli, servers: &Servers, args: &AddArgs) -> anyhow::Result<ExitCode> {
+    let scope = Scope::parse(&args.scope)?;
     let draft = draft_from_args(args)?;
-    let record = servers
-        .add(Draft { scope, ..draft }, &process_env)
-        .map_err(fail)?;
+    let record = servers.add(Draft { scope, ..draft }, &process_env)?;
     print(cli, json!({"ok": true, "added": record.key}), || {
         println!(
             "Added server \"{}\" ({} scope). Run `airlock servers test {}` to offer its tools.",
@@ -34,12 +33,10 @@ pub(super) fn edit(
     servers: &Servers,
     sources: &ConfigSources,
     args: &EditArgs,
-) -> Result<ExitCode, String> {
-    let record = servers
-        .locate(&args.name, scope_arg(&args.scope)?, sources)
-        .map_err(fail)?;
+) -> anyhow::Result<ExitCode> {
+    let record = servers.locate(&args.name, scope_arg(&args.scope)?, sources)?;
     let edit = edit_from_args(args)?;
-    let (next, stale) = servers.edit(&record, edit, &process_env).map_err(fail)?;
+    let (next, stale) = servers.edit(&record, edit, &process_env)?;
     print(
         cli,
         json!({"ok": true, "edited": next.key, "catalog_stale": stale}),
@@ -63,11 +60,9 @@ pub(super) fn remove(
     sources: &ConfigSources,
     name: &str,
     scope: &Option<String>,
-) -> Result<ExitCode, String> {
-    let record = servers
-        .locate(name, scope_arg(scope)?, sources)
-        .map_err(fail)?;
-    servers.remove(&record, &process_env).map_err(fail)?;
+) -> anyhow::Result<ExitCode> {
+    let record = servers.locate(name, scope_arg(scope)?, sources)?;
+    servers.remove(&record, &process_env)?;
     print(cli, json!({"ok": true, "removed": record.key}), || {
         println!("Removed server \"{name}\" ({} scope).", record.key.scope)
     });
@@ -82,13 +77,9 @@ pub(super) fn set_enabled(
     name: &str,
     scope: &Option<String>,
     enable: bool,
-) -> Result<ExitCode, String> {
-    let record = servers
-        .locate(name, scope_arg(scope)?, sources)
-        .map_err(fail)?;
-    servers
-        .set_enabled(&record, enable, &process_env)
-        .map_err(fail)?;
+) -> anyhow::Result<ExitCode> {
+    let record = servers.locate(name, scope_arg(scope)?, sources)?;
+    servers.set_enabled(&record, enable, &process_env)?;
     let word = if enable { "enabled" } else { "disabled" };
     print(cli, json!({"ok": true, word: record.key}), || {
         println!("Server \"{name}\" {word}.");
@@ -99,27 +90,28 @@ pub(super) fn set_enabled(
     Ok(ExitCode::SUCCESS)
 }
 
-fn positive(flag: &str, v: Option<f64>) -> Result<Option<f64>, String> {
+fn positive(flag: &str, v: Option<f64>) -> anyhow::Result<Option<f64>> {
     match v {
-        Some(n) if !(n.is_finite() && n > 0.0) => Err(format!(
-            "{flag} must be a positive number of seconds, got {n}"
-        )),
+        Some(n) if !(n.is_finite() && n > 0.0) => {
+            bail!("{flag} must be a positive number of seconds, got {n}")
+        }
         other => Ok(other),
     }
 }
 
-fn draft_from_args(args: &AddArgs) -> Result<Draft, String> {
+fn draft_from_args(args: &AddArgs) -> anyhow::Result<Draft> {
     let transport = match args.transport.as_str() {
         "stdio" => {
             if !args.values.headers.is_empty() || !auth_changes(&args.auth)?.is_empty() {
-                return Err("--header and the auth flags apply to --transport http".into());
+                bail!("--header and the auth flags apply to --transport http");
             }
             let mut line = args.target.clone();
             if line.is_empty() {
-                return Err(format!(
+                bail!(
                     "server \"{}\": give the command after `--`, e.g. `airlock servers add {} -- npx -y @modelcontextprotocol/server-everything`",
-                    args.name, args.name
-                ));
+                    args.name,
+                    args.name
+                );
             }
             let command = line.remove(0);
             DraftTransport::Stdio {
@@ -130,27 +122,23 @@ fn draft_from_args(args: &AddArgs) -> Result<Draft, String> {
         }
         "http" => {
             if !args.values.env.is_empty() {
-                return Err("--env applies to stdio servers".into());
+                bail!("--env applies to stdio servers");
             }
             let [url] = args.target.as_slice() else {
-                return Err(format!(
+                bail!(
                     "server \"{}\": --transport http takes exactly one URL, got {}",
                     args.name,
                     args.target.len()
-                ));
+                );
             };
             DraftTransport::Http {
                 url: url.clone(),
                 headers: header_pairs(&args.values.headers, &args.values.secrets)?,
-                auth: auth_changes(&args.auth)?
-                    .apply(&Auth::None)
-                    .map_err(|e| e.to_string())?,
+                auth: auth_changes(&args.auth)?.apply(&Auth::None)?,
             }
         }
         other => {
-            return Err(format!(
-                "--transport must be \"stdio\" or \"http\", got \"{other}\""
-            ));
+            bail!("--transport must be \"stdio\" or \"http\", got \"{other}\"");
         }
     };
     Ok(Draft {
@@ -168,7 +156,7 @@ fn draft_from_args(args: &AddArgs) -> Result<Draft, String> {
     })
 }
 
-fn edit_from_args(args: &EditArgs) -> Result<Edit, String> {
+fn edit_from_args(args: &EditArgs) -> anyhow::Result<Edit> {
     Ok(Edit {
         label: args.label.clone(),
         description: args.description.clone(),

@@ -206,12 +206,8 @@ pub struct EditArgs {
     pub repaired: bool,
 }
 
-fn scope_arg(scope: &Option<String>) -> Result<Option<Scope>, String> {
-    scope
-        .as_deref()
-        .map(Scope::parse)
-        .transpose()
-        .map_err(|e| e.to_string())
+fn scope_arg(scope: &Option<String>) -> anyhow::Result<Option<Scope>> {
+    Ok(scope.as_deref().map(Scope::parse).transpose()?)
 }
 
 fn print(cli: &Cli, value: serde_json::Value, text: impl FnOnce()) {
@@ -222,12 +218,8 @@ fn print(cli: &Cli, value: serde_json::Value, text: impl FnOnce()) {
     }
 }
 
-fn fail(e: crate::servers::ServersError) -> String {
-    e.to_string()
-}
-
 /// Runs one `airlock servers` command.
-pub async fn run(cli: &Cli, command: &ServersCommand) -> Result<ExitCode, String> {
+pub async fn run(cli: &Cli, command: &ServersCommand) -> anyhow::Result<ExitCode> {
     let servers = open_servers(cli)?;
     let sources = config_sources(cli)?;
     match command {

@@ -3,9 +3,10 @@
 
 use std::process::ExitCode;
 
+use anyhow::bail;
 use serde_json::json;
 
-use super::{fail, print, scope_arg};
+use super::{print, scope_arg};
 use crate::cli::Cli;
 use crate::config::{ConfigSources, ServerConfig, Source, Transport, process_env};
 use crate::registry::{ServiceRecord, StoredValue};
@@ -18,9 +19,9 @@ pub(super) fn list(
     cli: &Cli,
     servers: &Servers,
     sources: &ConfigSources,
-) -> Result<ExitCode, String> {
-    let config = servers.load_config(sources, &process_env).map_err(fail)?;
-    let listing = servers.list(&config).map_err(fail)?;
+) -> anyhow::Result<ExitCode> {
+    let config = servers.load_config(sources, &process_env)?;
+    let listing = servers.list(&config)?;
     print(cli, json!({"servers": listing}), || {
         if listing.is_empty() {
             println!("No servers. Add one with `airlock servers add NAME -- COMMAND ARGS…`.");
@@ -50,30 +51,28 @@ pub(super) fn get(
     sources: &ConfigSources,
     name: &str,
     scope: &Option<String>,
-) -> Result<ExitCode, String> {
-    let config = servers.load_config(sources, &process_env).map_err(fail)?;
+) -> anyhow::Result<ExitCode> {
+    let config = servers.load_config(sources, &process_env)?;
     let server = config.servers.get(name);
     let scope = scope_arg(scope)?.or_else(|| match server?.source {
         Source::Registry(scope) => Some(scope),
         Source::File(_) => None,
     });
     let record = match scope {
-        Some(_) => Some(servers.locate(name, scope, sources).map_err(fail)?),
+        Some(_) => Some(servers.locate(name, scope, sources)?),
         None => None,
     };
     let shown = match (&record, server) {
         (Some(record), _) => describe_record(record),
         (None, Some(server)) => describe_config(server),
-        (None, None) => return Err(format!("no server named \"{name}\"")),
+        (None, None) => bail!("no server named \"{name}\""),
     };
     let registry = servers.registry();
     let current = match server {
-        Some(s) if s.enabled => registry
-            .catalog(name, &s.launch_digest())
-            .map_err(|e| e.to_string())?,
+        Some(s) if s.enabled => registry.catalog(name, &s.launch_digest())?,
         _ => None,
     };
-    let stale = current.is_none() && registry.has_catalog(name).map_err(|e| e.to_string())?;
+    let stale = current.is_none() && registry.has_catalog(name)?;
     let catalog_json = match &current {
         Some(c) => Some(json!({
             "state": "tested",

@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use anyhow::{Context, anyhow, bail};
+
 use super::AuthArgs;
 use crate::config::{AuthKind, process_env};
 use crate::servers::{AuthChanges, GivenValue, parse_env_arg, parse_header_arg};
@@ -11,11 +13,11 @@ use crate::servers::{AuthChanges, GivenValue, parse_env_arg, parse_header_arg};
 fn given_map(
     pairs: Vec<(String, GivenValue)>,
     what: &str,
-) -> Result<BTreeMap<String, GivenValue>, String> {
+) -> anyhow::Result<BTreeMap<String, GivenValue>> {
     let mut map = BTreeMap::new();
     for (k, v) in pairs {
         if map.insert(k.clone(), v).is_some() {
-            return Err(format!("{what} \"{k}\" is given twice"));
+            bail!("{what} \"{k}\" is given twice");
         }
     }
     Ok(map)
@@ -24,10 +26,10 @@ fn given_map(
 pub(super) fn env_pairs(
     args: &[String],
     secrets: &[String],
-) -> Result<BTreeMap<String, GivenValue>, String> {
+) -> anyhow::Result<BTreeMap<String, GivenValue>> {
     let pairs = args
         .iter()
-        .map(|a| parse_env_arg(a, secrets, &process_env).map_err(|e| e.to_string()))
+        .map(|a| parse_env_arg(a, secrets, &process_env))
         .collect::<Result<Vec<_>, _>>()?;
     given_map(pairs, "--env")
 }
@@ -35,22 +37,22 @@ pub(super) fn env_pairs(
 pub(super) fn header_pairs(
     args: &[String],
     secrets: &[String],
-) -> Result<BTreeMap<String, GivenValue>, String> {
+) -> anyhow::Result<BTreeMap<String, GivenValue>> {
     let pairs = args
         .iter()
-        .map(|a| parse_header_arg(a, secrets).map_err(|e| e.to_string()))
+        .map(|a| parse_header_arg(a, secrets))
         .collect::<Result<Vec<_>, _>>()?;
     given_map(pairs, "--header")
 }
 
 /// The auth changes the flags ask for. The client secret comes from the named
 /// environment variable and the key from the file; messages name them, never the value.
-pub(super) fn auth_changes(args: &AuthArgs) -> Result<AuthChanges, String> {
+pub(super) fn auth_changes(args: &AuthArgs) -> anyhow::Result<AuthChanges> {
     let kind = args
         .auth
         .as_deref()
         .map(|k| {
-            AuthKind::parse(k).ok_or_else(|| {
+            AuthKind::parse(k).with_context(|| {
                 format!("--auth must be \"oauth\", \"client_credentials\" or \"none\", got \"{k}\"")
             })
         })
@@ -60,7 +62,7 @@ pub(super) fn auth_changes(args: &AuthArgs) -> Result<AuthChanges, String> {
         .as_deref()
         .map(|var| match process_env(var) {
             Some(v) if !v.is_empty() => Ok(v),
-            _ => Err(format!(
+            _ => Err(anyhow!(
                 "--client-secret-env {var}: {var} is not set (or empty) in this environment"
             )),
         })
@@ -70,12 +72,12 @@ pub(super) fn auth_changes(args: &AuthArgs) -> Result<AuthChanges, String> {
         .as_ref()
         .map(|path| {
             let pem = std::fs::read_to_string(path)
-                .map_err(|e| format!("--private-key-file {}: {e}", path.display()))?;
+                .with_context(|| format!("--private-key-file {}", path.display()))?;
             if !pem.contains("-----BEGIN") || !pem.contains("PRIVATE KEY-----") {
-                return Err(format!(
+                bail!(
                     "--private-key-file {}: not a PEM private key (expected \"-----BEGIN … PRIVATE KEY-----\")",
                     path.display()
-                ));
+                );
             }
             Ok(pem)
         })

@@ -3,9 +3,10 @@
 
 use std::process::ExitCode;
 
+use anyhow::{Context, bail};
 use serde_json::json;
 
-use super::{fail, print};
+use super::print;
 use crate::cli::Cli;
 use crate::cli::common::options;
 use crate::config::{ConfigSources, process_env};
@@ -17,17 +18,17 @@ pub(super) async fn test(
     servers: &Servers,
     sources: &ConfigSources,
     name: &str,
-) -> Result<ExitCode, String> {
-    let config = servers.load_config(sources, &process_env).map_err(fail)?;
+) -> anyhow::Result<ExitCode> {
+    let config = servers.load_config(sources, &process_env)?;
     let server = config
         .servers
         .get(name)
-        .ok_or_else(|| format!("no server named \"{name}\""))?
+        .with_context(|| format!("no server named \"{name}\""))?
         .clone();
     if !server.enabled {
-        return Err(format!(
+        bail!(
             "server \"{name}\" is disabled; enable it first with `airlock servers enable {name}`"
-        ));
+        );
     }
     let mut options = options(cli)?;
     options.max_sessions = 1;

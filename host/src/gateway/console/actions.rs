@@ -14,6 +14,7 @@ use super::{ConsoleState, off_runtime};
 use crate::error::CallError;
 
 /// Refuses (403) a form that does not carry the session's CSRF token.
+#[allow(clippy::result_large_err)] // the refusal is the response itself, sent at once
 fn check_csrf(operator: &Operator, offered: &str) -> Result<(), Response> {
     if operator.csrf_matches(offered) {
         return Ok(());

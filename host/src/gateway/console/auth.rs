@@ -67,6 +67,17 @@ fn expired_before_ms() -> i64 {
     now_ms() - SESSION_LIFETIME.as_millis() as i64
 }
 
+/// Why the console's session store could not answer.
+#[derive(Debug, thiserror::Error)]
+enum SessionStoreError {
+    /// The registry failed.
+    #[error(transparent)]
+    Registry(RegistryError),
+    /// The blocking task running the query panicked.
+    #[error("the console session store panicked: {0}")]
+    Panicked(String),
+}
+
 impl Sessions {
     /// The sessions kept in `registry`.
     pub(super) fn new(registry: Arc<Registry>) -> Self {
@@ -77,15 +88,15 @@ impl Sessions {
     async fn run<T: Send + 'static>(
         &self,
         job: impl FnOnce(&Registry) -> Result<T, RegistryError> + Send + 'static,
-    ) -> Result<T, String> {
+    ) -> Result<T, SessionStoreError> {
         let registry = self.registry.clone();
         match tokio::task::spawn_blocking(move || job(&registry)).await {
-            Ok(done) => done.map_err(|e| e.to_string()),
-            Err(e) => Err(format!("the console session store panicked: {e}")),
+            Ok(done) => done.map_err(SessionStoreError::Registry),
+            Err(e) => Err(SessionStoreError::Panicked(e.to_string())),
         }
     }
 
-    async fn open(&self) -> Result<Operator, String> {
+    async fn open(&self) -> Result<Operator, SessionStoreError> {
         let operator = Operator {
             id: random_token(),
             csrf: random_token(),

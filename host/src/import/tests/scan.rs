@@ -14,7 +14,7 @@ fn client_names_parse_and_serialize() {
         );
     }
     assert_eq!(Client::parse(" Muse-Code "), Ok(Client::MuseCode));
-    let err = Client::parse("zed").unwrap_err();
+    let err = Client::parse("zed").unwrap_err().to_string();
     assert!(
         err.contains("claude-code, cursor, codex, gemini, vscode, muse-code"),
         "{err}"

@@ -24,7 +24,9 @@ fn callback_parsing() {
     assert_eq!(parse_callback("/favicon.ico", "s1"), Ok(Callback::Other));
     assert_eq!(parse_callback("*", "s1"), Ok(Callback::Other));
 
-    let wrong = parse_callback("/callback?code=abc&state=other", "s1").unwrap_err();
+    let wrong = parse_callback("/callback?code=abc&state=other", "s1")
+        .unwrap_err()
+        .0;
     assert!(wrong.contains("state"), "{wrong}");
     assert!(!wrong.contains("abc"), "never the code: {wrong}");
     assert!(
@@ -40,7 +42,8 @@ fn callback_parsing() {
         "/callback?error=access_denied&error_description=no+thanks&state=s1",
         "s1",
     )
-    .unwrap_err();
+    .unwrap_err()
+    .0;
     assert!(
         denied.contains("access_denied") && denied.contains("no thanks"),
         "{denied}"
@@ -110,6 +113,7 @@ async fn loopback_listener_refuses_a_foreign_state() {
         .await
         .expect("in time")
         .err()
-        .expect("refused");
+        .expect("refused")
+        .0;
     assert!(e.contains("state"), "{e}");
 }

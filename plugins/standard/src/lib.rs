@@ -13,7 +13,9 @@ pub mod redaction;
 
 use airlock_guest::{Config, Plugin, Stage, export_plugin};
 
-/// The plugin value: one stage's configured policy.
+/// The plugin value: one stage's configured policy. One lives per instance, made once:
+/// its size does not matter, and boxing would change the plugin's bytes for nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Standard {
     /// The naming stage.
     Naming(naming::NamingPolicy),

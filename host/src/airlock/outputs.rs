@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::access::{Access, AccessRequest};
 use super::services::{Services, registry_failure};
-use crate::DEFAULT_AGENT;
+use crate::airlock::options::DEFAULT_AGENT;
 use crate::error::{CallError, ErrorCode};
 use crate::registry::{Registry, ResultEntry};
 use crate::results::{Export, ExportError, Page, Prepared, ReadError, ResultStore, Retained};

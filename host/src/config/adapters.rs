@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::parse::kind;
+use super::fields::kind;
 use super::{AdapterConfig, Adapters, OnFailure, PluginRef, PolicyMode, PolicySettings};
 
 /// The `adapters` table: one plugin for naming and content, a chain for redaction and

@@ -4,7 +4,7 @@
 use super::SettingError;
 use serde_json::{Map, Value};
 
-use super::parse::Fields;
+use super::fields::Fields;
 use super::{Auth, ClientCredentials, ClientKey, OAuthClient};
 
 /// An `auth` table: the authorization-code flow with a given client, or client

@@ -92,7 +92,7 @@ impl Keys {
                 .ok_or_else(|| {
                     format!(
                         "\"{at}.{key}\" must be a whole number of at least {least}, got {}",
-                        super::parse::kind(v)
+                        super::fields::kind(v)
                     )
                 })
         };
@@ -102,7 +102,7 @@ impl Keys {
                 .ok_or_else(|| {
                     format!(
                         "\"{at}.{key}\" must be a positive number, got {}",
-                        super::parse::kind(v)
+                        super::fields::kind(v)
                     )
                 })
         };
@@ -207,7 +207,7 @@ pub struct LimitsTable {
 impl LimitsTable {
     /// Reads one file's `[limits]` table.
     pub(super) fn parse(value: &Value) -> Result<LimitsTable, SettingError> {
-        let kind = super::parse::kind;
+        let kind = super::fields::kind;
         let Value::Object(map) = value else {
             return Err(format!("\"limits\" must be a table, got {}", kind(value)).into());
         };

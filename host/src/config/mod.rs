@@ -8,6 +8,7 @@ mod adapters;
 mod auth_table;
 mod error;
 mod expand;
+mod fields;
 mod limits;
 mod parse;
 mod source;

@@ -1,11 +1,12 @@
 //! Field-by-field validation of config documents (TOML or JSON).
 
 use super::SettingError;
+use super::fields::{Fields, kind, string_list};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::{
     ConfigError, DEFAULT_CANCEL_GRACE, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT,
@@ -56,29 +57,6 @@ pub(super) fn read_documents(
     Ok(documents)
 }
 
-impl Document {
-    /// Sets what this file's `[registry]` and `[results]` tables say (each replaces the
-    /// earlier setting whole), expanding `${VAR}` with `env`.
-    pub(super) fn apply_storage(
-        &self,
-        file: &Path,
-        storage: &mut super::Storage,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<(), ConfigError> {
-        let file_err = |e: SettingError| ConfigError::File {
-            file: file.to_path_buf(),
-            message: e.message,
-        };
-        if let Some(registry) = &self.registry {
-            storage.registry = super::storage::parse_registry(registry, env).map_err(file_err)?;
-        }
-        if let Some(results) = &self.results {
-            storage.results = super::storage::parse_results(results, env).map_err(file_err)?;
-        }
-        Ok(())
-    }
-}
-
 const SERVER_KEYS: &[&str] = &[
     "type",
     "transport",
@@ -102,17 +80,6 @@ const SERVER_KEYS: &[&str] = &[
     "adapters",
     "adapter_config",
 ];
-
-pub(super) fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "a table",
-    }
-}
 
 /// Parses a file's text as JSON (`.json`) or TOML (anything else).
 pub(super) fn parse_document(file: &Path, text: &str) -> Result<Document, ConfigError> {
@@ -480,69 +447,5 @@ impl ServerEntry {
             limits: Default::default(),
             referenced_secrets: referenced.take().into_iter().collect::<KnownSecrets>(),
         })
-    }
-}
-
-fn string_list(items: &[Value]) -> Result<Vec<String>, usize> {
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, v)| v.as_str().map(str::to_string).ok_or(i))
-        .collect()
-}
-
-/// Typed reads of one table's fields, with errors naming the field.
-pub(super) struct Fields<'a> {
-    pub(super) map: &'a Map<String, Value>,
-}
-
-impl Fields<'_> {
-    pub(super) fn string(&self, key: &str) -> Result<Option<String>, SettingError> {
-        match self.map.get(key) {
-            None => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(format!("\"{key}\" must be a string, got {}", kind(other)).into()),
-        }
-    }
-
-    fn bool(&self, key: &str) -> Result<Option<bool>, SettingError> {
-        match self.map.get(key) {
-            None => Ok(None),
-            Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(other) => {
-                Err(format!("\"{key}\" must be true or false, got {}", kind(other)).into())
-            }
-        }
-    }
-
-    pub(super) fn string_list(&self, key: &str) -> Result<Option<Vec<String>>, SettingError> {
-        match self.map.get(key) {
-            None => Ok(None),
-            Some(Value::Array(items)) => string_list(items)
-                .map(Some)
-                .map_err(|i| format!("\"{key}[{i}]\" must be a string").into()),
-            Some(other) => {
-                Err(format!("\"{key}\" must be an array of strings, got {}", kind(other)).into())
-            }
-        }
-    }
-
-    fn string_map(&self, key: &str) -> Result<Option<BTreeMap<String, String>>, SettingError> {
-        match self.map.get(key) {
-            None => Ok(None),
-            Some(Value::Object(m)) => m
-                .iter()
-                .map(|(k, v)| match v {
-                    Value::String(s) => Ok((k.clone(), s.clone())),
-                    other => {
-                        Err(format!("\"{key}.{k}\" must be a string, got {}", kind(other)).into())
-                    }
-                })
-                .collect::<Result<_, _>>()
-                .map(Some),
-            Some(other) => {
-                Err(format!("\"{key}\" must be a table of strings, got {}", kind(other)).into())
-            }
-        }
     }
 }

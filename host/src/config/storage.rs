@@ -25,9 +25,12 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::ConfigError;
 use super::expand_vars;
-use super::parse::kind;
+use super::fields::kind;
+use super::parse::Document;
 use crate::secrets::{KnownSecrets, url_credentials};
+use std::path::Path;
 
 /// The PostgreSQL schema used when `[registry]` names none.
 pub const DEFAULT_REGISTRY_SCHEMA: &str = "airlock";
@@ -324,6 +327,29 @@ pub(super) fn string(
         .as_str()
         .ok_or_else(|| format!("\"{table}.{key}\" must be a string, got {}", kind(value)))?;
     expand_vars(text, env).map_err(|e| format!("\"{table}.{key}\": {e}").into())
+}
+
+impl Document {
+    /// Sets what this file's `[registry]` and `[results]` tables say (each replaces the
+    /// earlier setting whole), expanding `${VAR}` with `env`.
+    pub(super) fn apply_storage(
+        &self,
+        file: &Path,
+        storage: &mut Storage,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), ConfigError> {
+        let file_err = |e: SettingError| ConfigError::File {
+            file: file.to_path_buf(),
+            message: e.message,
+        };
+        if let Some(registry) = &self.registry {
+            storage.registry = parse_registry(registry, env).map_err(file_err)?;
+        }
+        if let Some(results) = &self.results {
+            storage.results = parse_results(results, env).map_err(file_err)?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -89,6 +89,18 @@ pub(crate) fn from_json<T: serde::de::DeserializeOwned>(value: Value) -> Result<
     serde_json::from_value(value).map_err(internal)
 }
 
+impl Gateway {
+    /// The handler of the one stdio session (its agent is the configured one).
+    pub(crate) fn stdio_session(self: &Arc<Self>) -> DownstreamSession {
+        DownstreamSession::new(self.clone(), Some(self.options.agent.clone()))
+    }
+
+    /// A handler for an HTTP session (its agent comes from the request).
+    pub(crate) fn http_session(self: &Arc<Self>) -> DownstreamSession {
+        DownstreamSession::new(self.clone(), None)
+    }
+}
+
 impl DownstreamSession {
     pub(super) fn new(gateway: Arc<Gateway>, agent: Option<String>) -> Self {
         let state = SessionState::default();

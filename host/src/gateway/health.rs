@@ -21,7 +21,7 @@ use axum::routing::get;
 use serde_json::json;
 use tokio::sync::Mutex;
 
-use super::http::{Guard, bearer_of};
+use super::guard::{Guard, bearer_of};
 use crate::{Airlock, Readiness};
 
 /// How long one readiness probe's answer is served again.

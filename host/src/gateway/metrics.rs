@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use super::http::{Guard, bearer_of, refuse};
+use super::guard::{Guard, bearer_of, refuse};
 
 /// Gateway HTTP requests, by route (`mcp`, `console`, `health`, `metrics`, `other`) and
 /// status code.

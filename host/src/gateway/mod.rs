@@ -19,6 +19,7 @@
 mod console;
 mod downstream;
 mod eras;
+mod guard;
 mod handler;
 mod health;
 mod http;
@@ -29,6 +30,7 @@ mod questions;
 mod results;
 mod routes;
 mod shared;
+mod steps;
 mod tasks;
 pub mod tokens;
 mod wire;

@@ -21,14 +21,14 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolResponse, CallToolResult, CreateMessageRequest, CreateMessageRequestParams,
-    CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, InputRequest,
-    InputRequests, InputRequiredResult, InputResponses, LoggingMessageNotificationParam,
+    CallToolResponse, CallToolResult, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, InputRequests, InputRequiredResult, InputResponses,
+    LoggingMessageNotificationParam,
 };
 use rmcp::service::RequestContext;
 use serde_json::Value;
@@ -37,70 +37,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::Gateway;
 use super::own_tools::{self, Served};
+use super::steps::{Question, SUSPENDED_FOR, Step};
 use super::tasks::{Running, TASK_AFTER};
 use crate::session::{AgentCapabilities, AgentClient, AgentFuture};
 
-/// How long a call may wait for its client's answer.
-pub const SUSPENDED_FOR: Duration = Duration::from_secs(10 * 60);
-
 /// The prefix of Airlock's `requestState` values.
 const STATE_PREFIX: &str = "airlock-q-";
-
-/// What the call task tells the request waiting on it.
-pub(super) enum Step {
-    /// A server asked something; the answer goes back on the sender.
-    Asked(Question),
-    /// The call is over.
-    Done(CallToolResult),
-}
-
-/// A server's question, and where its answer goes.
-pub(super) enum Question {
-    Elicit(
-        ElicitRequestParams,
-        oneshot::Sender<Result<ElicitResult, McpError>>,
-    ),
-    Sample(
-        CreateMessageRequestParams,
-        oneshot::Sender<Result<CreateMessageResult, McpError>>,
-    ),
-}
-
-impl Question {
-    /// The question as one entry of `inputRequests`.
-    pub(super) fn request(&self) -> InputRequest {
-        match self {
-            Question::Elicit(params, _) => {
-                InputRequest::Elicitation(ElicitRequest::new(params.clone()))
-            }
-            Question::Sample(params, _) => {
-                InputRequest::CreateMessage(CreateMessageRequest::new(params.clone()))
-            }
-        }
-    }
-
-    /// Hands the client's answer (or its absence) to the waiting server.
-    pub(super) fn answer(self, answer: Option<Value>) {
-        match self {
-            Question::Elicit(_, tx) => {
-                let _ = tx.send(parse_answer(answer));
-            }
-            Question::Sample(_, tx) => {
-                let _ = tx.send(parse_answer(answer));
-            }
-        }
-    }
-}
-
-/// The client's answer to a question, as the type the question expects.
-fn parse_answer<T: serde::de::DeserializeOwned>(answer: Option<Value>) -> Result<T, McpError> {
-    let answer = answer.ok_or_else(|| {
-        McpError::invalid_params("the client sent no answer to the question", None)
-    })?;
-    serde_json::from_value(answer).map_err(|e| {
-        McpError::invalid_params(format!("the client's answer is not valid: {e}"), None)
-    })
-}
 
 /// The per-call client a 2026-07-28 caller is asked through.
 struct Asker {

@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::ServeOptions;
-use super::handler::DownstreamSession;
 use super::questions::QuestionBook;
 use super::tasks::TaskBook;
 use crate::Airlock;
@@ -33,16 +32,6 @@ impl Gateway {
             questions: QuestionBook::default(),
             tasks: Arc::default(),
         }
-    }
-
-    /// The handler of the one stdio session (its agent is the configured one).
-    pub(crate) fn stdio_session(self: &Arc<Self>) -> DownstreamSession {
-        DownstreamSession::new(self.clone(), Some(self.options.agent.clone()))
-    }
-
-    /// A handler for an HTTP session (its agent comes from the request).
-    pub(crate) fn http_session(self: &Arc<Self>) -> DownstreamSession {
-        DownstreamSession::new(self.clone(), None)
     }
 
     pub(super) fn session_opened(&self, agent: &str) {

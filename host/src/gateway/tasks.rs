@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::questions::{Question, SUSPENDED_FOR, Step};
+use super::steps::{Question, SUSPENDED_FOR, Step};
 use crate::registry::{Registry, RegistryError, TaskRecord};
 
 /// How long a call of a client that takes tasks may run before it becomes a task.

@@ -23,6 +23,7 @@ mod policy;
 mod runtime;
 mod state;
 mod typed;
+mod work;
 
 pub use bindings::{
     Call, ContentBlock, Decision, NamedTool, PluginInfo, RedactionMark, ResultDecision,

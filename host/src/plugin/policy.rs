@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::pipeline::blocking;
+use super::work::{approx_size, blocking};
 use super::{Call, Decision, PluginError, ResultDecision, StageInstance, ToolResult};
 use crate::config::{OnFailure, PolicyMode};
 use crate::secrets::KnownSecrets;
@@ -211,11 +211,9 @@ impl PolicyChain {
             );
             let known = scrub.clone();
             let answer = blocking(move || {
-                stage.call(
-                    super::pipeline::approx_size(&current),
-                    &known,
-                    |store, api| api.check_result(store, &this, &current),
-                )
+                stage.call(approx_size(&current), &known, |store, api| {
+                    api.check_result(store, &this, &current)
+                })
             })
             .await;
             let record = |rule, decision, reason| link.record(&plugin, rule, decision, reason);

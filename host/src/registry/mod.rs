@@ -25,6 +25,7 @@ mod pg_migrations;
 mod postgres;
 mod recall;
 mod results;
+mod rows;
 mod services;
 mod tasks;
 mod tokens;
@@ -487,7 +488,7 @@ fn to_json<T: Serialize>(v: &T) -> String {
 /// Statement parameters, each converted with [`Param::from`].
 macro_rules! params {
     ($($value:expr),* $(,)?) => {
-        [$($crate::registry::db::Param::from($value)),*]
+        [$($crate::registry::rows::Param::from($value)),*]
     };
 }
 use params;

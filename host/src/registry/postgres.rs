@@ -25,7 +25,7 @@ use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use tokio_postgres::{Client, Config};
 
 use super::RegistryError;
-use super::db::{Cell, Param, Row, Statement};
+use super::rows::{Cell, Param, Row, Statement};
 use crate::config::RegistryBounds;
 use crate::storage;
 

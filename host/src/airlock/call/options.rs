@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::DEFAULT_AGENT;
+use crate::airlock::options::DEFAULT_AGENT;
 use crate::session::{AgentClient, ProgressUpdate, TraceContext};
 
 /// How to run one call.

@@ -8,11 +8,12 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::{Service, Services, TestReport, build_pipelines, everyone, no_service};
+use crate::airlock::options::DEFAULT_AGENT;
 use crate::catalog::check_limits;
 use crate::config::ServerConfig;
 use crate::error::{CallError, ErrorCode};
+use crate::events::Event;
 use crate::registry::StoredCatalog;
-use crate::{DEFAULT_AGENT, Event};
 
 /// What [`Services::reconcile`] changed, by service name.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]

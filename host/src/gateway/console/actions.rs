@@ -8,8 +8,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use super::auth::{CsrfForm, Flash, Operator};
+use super::auth::CsrfForm;
 use super::pages::{refusal, segment};
+use super::view::{Flash, Operator};
 use super::{ConsoleState, off_runtime};
 use crate::error::CallError;
 

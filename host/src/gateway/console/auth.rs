@@ -13,9 +13,10 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
+use super::view::{Flash, Operator};
 use super::{ConsoleState, pages};
 use crate::digest;
-use crate::gateway::http::bearer_of;
+use crate::gateway::guard::bearer_of;
 use crate::registry::console::ConsoleSession;
 use crate::registry::{Registry, RegistryError};
 
@@ -25,27 +26,10 @@ const MAX_SESSIONS: usize = 256;
 /// How long a console session lasts; then the operator signs in again.
 const SESSION_LIFETIME: Duration = Duration::from_secs(8 * 3600);
 
-/// A message shown once on the next page (what an action did, or why it failed).
-#[derive(Debug, Clone)]
-pub(crate) struct Flash {
-    /// Whether it reports a failure.
-    pub failed: bool,
-    /// The message.
-    pub text: String,
-}
-
 /// The console's sessions, kept in the registry (by the digest of each cookie), so a
 /// login made through one replica works through all of them.
 pub(super) struct Sessions {
     registry: Arc<Registry>,
-}
-
-/// The operator behind a request: their console session and its CSRF token.
-#[derive(Debug, Clone)]
-pub(crate) struct Operator {
-    id: String,
-    /// The token every form of this session carries.
-    pub csrf: String,
 }
 
 fn random_token() -> String {
@@ -163,14 +147,6 @@ impl Sessions {
                 None
             }
         }
-    }
-}
-
-impl Operator {
-    /// Whether `offered` is this session's CSRF token (compared in constant time).
-    pub(super) fn csrf_matches(&self, offered: &str) -> bool {
-        let (a, b) = (self.csrf.as_bytes(), offered.as_bytes());
-        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
     }
 }
 

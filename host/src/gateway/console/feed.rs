@@ -12,6 +12,7 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures::Stream;
 use tokio::sync::broadcast;
 
+use super::view::CallRow;
 use super::{ConsoleState, pages};
 use crate::Airlock;
 use crate::events::Event;
@@ -20,28 +21,6 @@ use crate::events::Event;
 const MAX_CALLS: usize = 500;
 /// Policy decisions kept for the grants and policy page.
 const MAX_DECISIONS: usize = 200;
-
-/// One call as the console shows it.
-#[derive(Debug, Clone)]
-pub(crate) struct CallRow {
-    /// Its number in this console (the row's id).
-    pub id: u64,
-    /// When it started (unix seconds).
-    pub started: u64,
-    pub agent: String,
-    pub service: String,
-    pub tool: String,
-    /// `running`, `ok`, or the error code.
-    pub status: String,
-    pub elapsed_ms: Option<u64>,
-    /// Progress so far (and its total) while it runs.
-    pub progress: Option<(f64, Option<f64>)>,
-    /// The latest progress message (already through the egress rule).
-    pub message: Option<String>,
-    pub size: Option<usize>,
-    pub redacted: bool,
-    pub output_id: Option<String>,
-}
 
 /// One policy decision.
 #[derive(Debug, Clone)]

@@ -16,6 +16,7 @@ mod actions;
 mod auth;
 mod feed;
 mod pages;
+mod view;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,7 +27,7 @@ use axum::middleware;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 
-use super::http::Guard;
+use super::guard::Guard;
 use crate::Airlock;
 
 use auth::Sessions;

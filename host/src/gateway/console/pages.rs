@@ -10,8 +10,7 @@ use axum::response::{IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 use serde::Deserialize;
 
-use super::auth::{Flash, Operator};
-use super::feed::CallRow;
+use super::view::{CallRow, Flash, Operator};
 use super::{Console, ConsoleState, off_runtime};
 use crate::airlock::{AccessMode, ServiceReport, ServiceStatus};
 

@@ -321,6 +321,9 @@ impl ServerHandler for DownstreamSession {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let agent = self.caller(&ctx).await;
+        // A resource subscription just acknowledged is open upstream before this call
+        // can change the resource.
+        self.gateway.subscribing.settled().await;
         if eras::is_stateless(&ctx) {
             // A 2026-07-28 client is asked its server's questions through
             // `input_required`; its retry carries the answers and our requestState.
@@ -389,6 +392,15 @@ impl ServerHandler for DownstreamSession {
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
         // Every category Airlock advertises; rmcp narrows it to what it advertises.
+        // Resources it honours are subscribed upstream once `listen` runs, after the
+        // acknowledgment: calls wait for that meanwhile (see `subscribing`).
+        if requested
+            .resource_subscriptions
+            .as_ref()
+            .is_some_and(|uris| !uris.is_empty())
+        {
+            self.gateway.subscribing.begin();
+        }
         Some(requested.clone())
     }
 
@@ -399,7 +411,14 @@ impl ServerHandler for DownstreamSession {
             surface: self.gateway.options.tools,
             routes: &self.state.routes,
         };
-        notices::listen(self.airlock(), audience, subscription).await
+        // Marked pending by `accepted_subscription_filter` on what was requested.
+        let subscribing = subscription
+            .requested()
+            .resource_subscriptions
+            .as_ref()
+            .is_some_and(|uris| !uris.is_empty())
+            .then_some(&self.gateway.subscribing);
+        notices::listen(self.airlock(), audience, subscription, subscribing).await
     }
 
     async fn list_resources(

@@ -31,6 +31,7 @@ mod results;
 mod routes;
 mod shared;
 mod steps;
+mod subscribing;
 mod tasks;
 pub mod tokens;
 mod wire;

@@ -64,6 +64,7 @@ pub async fn listen(
     airlock: &crate::Airlock,
     audience: Audience<'_>,
     subscription: rmcp::service::SubscriptionContext,
+    subscribing: Option<&super::subscribing::Subscribing>,
 ) -> Result<(), rmcp::ErrorData> {
     use rmcp::service::SubscriptionSendError;
     use std::collections::HashMap;
@@ -75,22 +76,31 @@ pub async fn listen(
     // has learned no listing, so the way back is what the client said.
     let mut watched: HashMap<(String, String), String> = HashMap::new();
     let wanted = subscription.accepted().resource_subscriptions.clone();
-    for exposed in wanted.iter().flatten() {
-        let (service, uri) = audience.routes.resource(airlock, agent, exposed).await?;
-        if let Err(e) = airlock
-            .resources()
-            .subscribe_resource(agent, &service, &uri, true)
-            .await
-        {
-            tracing::warn!(
-                agent,
-                service,
-                "cannot subscribe to {uri} upstream: {}",
-                e.message
-            );
+    let subscribed = async {
+        for exposed in wanted.iter().flatten() {
+            let (service, uri) = audience.routes.resource(airlock, agent, exposed).await?;
+            if let Err(e) = airlock
+                .resources()
+                .subscribe_resource(agent, &service, &uri, true)
+                .await
+            {
+                tracing::warn!(
+                    agent,
+                    service,
+                    "cannot subscribe to {uri} upstream: {}",
+                    e.message
+                );
+            }
+            watched.insert((service, uri), exposed.clone());
         }
-        watched.insert((service, uri), exposed.clone());
+        Ok::<(), rmcp::ErrorData>(())
     }
+    .await;
+    // The upstream subscriptions are open (or failed): calls held back go on.
+    if let Some(subscribing) = subscribing {
+        subscribing.end();
+    }
+    subscribed?;
     loop {
         let event = tokio::select! {
             _ = subscription.cancelled() => break,

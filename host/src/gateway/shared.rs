@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use super::ServeOptions;
 use super::questions::QuestionBook;
+use super::subscribing::Subscribing;
 use super::tasks::TaskBook;
 use crate::Airlock;
 
@@ -20,6 +21,8 @@ pub struct Gateway {
     pub(super) questions: QuestionBook,
     /// The task handles given to 2026-07-28 clients.
     pub(super) tasks: Arc<TaskBook>,
+    /// Listen streams whose upstream subscriptions are being opened.
+    pub(super) subscribing: Subscribing,
 }
 
 impl Gateway {
@@ -31,6 +34,7 @@ impl Gateway {
             open: Mutex::new(HashMap::new()),
             questions: QuestionBook::default(),
             tasks: Arc::default(),
+            subscribing: Subscribing::default(),
         }
     }
 

@@ -84,13 +84,13 @@ trap - EXIT
 
 echo "== the embeddable library (built lean by the lint step) links no storage client it does not use"
 heavy=$(cargo tree --locked -p airlock-host --no-default-features -e normal --prefix none \
-    | grep -E '^(tokio-postgres|postgres-native-tls|object_store|clap|keyring) ' | sort -u || true)
+    | grep -E '^(tokio-postgres|postgres-native-tls|object_store|clap|keyring|reqwest|sse-stream|openssl) ' | sort -u || true)
 if [ -n "$heavy" ]; then
     echo "the lean build (--no-default-features) still depends on:" >&2
     echo "$heavy" >&2
     exit 1
 fi
-echo "lean: no tokio-postgres, object_store, clap or keyring"
+echo "lean: no tokio-postgres, object_store, clap, keyring, reqwest or openssl"
 
 echo "== no test server outlived the tests"
 sleep 1

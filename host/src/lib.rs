@@ -33,6 +33,7 @@ pub mod gateway;
 pub mod import;
 pub mod launch;
 pub mod mcp;
+#[cfg(feature = "http")]
 pub mod oauth;
 pub mod plugin;
 pub mod registry;

@@ -282,13 +282,17 @@ impl Servers {
         {
             tracing::warn!(service = %name, "cannot delete the tested catalog: {e}");
         }
-        let still_named = self
-            .registry
-            .services(&self.project)
-            .map(|all| all.iter().any(|r| &r.key.name == name))
-            .unwrap_or(true);
-        if !still_named && let Err(e) = crate::oauth::logout(&self.store, name) {
-            tracing::warn!(service = %name, "cannot delete the OAuth tokens: {e}");
+        // OAuth tokens exist only in builds that speak HTTP.
+        #[cfg(feature = "http")]
+        {
+            let still_named = self
+                .registry
+                .services(&self.project)
+                .map(|all| all.iter().any(|r| &r.key.name == name))
+                .unwrap_or(true);
+            if !still_named && let Err(e) = crate::oauth::logout(&self.store, name) {
+                tracing::warn!(service = %name, "cannot delete the OAuth tokens: {e}");
+            }
         }
         self.forget_secrets(name, record.secret_refs());
         Ok(())

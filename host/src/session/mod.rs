@@ -16,6 +16,8 @@ mod connect;
 mod drain;
 mod errors;
 mod guard;
+#[cfg(feature = "http")]
+mod http;
 mod identity;
 mod input;
 mod listen;

@@ -8,14 +8,18 @@
 //! Layer 2 (reach). May import nothing of Airlock's.
 
 pub mod guard;
+#[cfg(feature = "http")]
 pub mod sse;
+#[cfg(feature = "http")]
 pub mod traced;
 
 use std::collections::{BTreeMap, HashMap};
 
 use rmcp::RoleClient;
+#[cfg(feature = "http")]
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::async_rw::AsyncRwTransport;
+#[cfg(feature = "http")]
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use tokio::process::{ChildStdin, ChildStdout};
 
@@ -63,6 +67,7 @@ pub fn header_map(
         .collect()
 }
 
+#[cfg(feature = "http")]
 /// The streamable HTTP transport for `url` with `headers` on every request (and a
 /// call's trace context as `traceparent`/`tracestate`, see [`traced`]).
 pub fn streamable_http(

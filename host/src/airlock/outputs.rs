@@ -95,27 +95,20 @@ impl Outputs {
         output_id: &str,
         offset: usize,
     ) -> Result<Page, CallError> {
-        self.access
-            .authorize(&AccessRequest::ReadOutput {
-                agent,
-                service,
-                output_id,
-            })
-            .await?;
-        let (results, page) = (self.results.clone(), self.page);
-        let (agent, service, output_id) = (
-            agent.to_string(),
-            service.to_string(),
-            output_id.to_string(),
-        );
-        blocking(move || {
-            results
-                .read_for(&agent, &service, &output_id, offset, page)
-                .map_err(|e| match e {
-                    ReadError::NotOwner { .. } => super::access::denied(e.to_string()),
-                    other => CallError::new(ErrorCode::InvalidArguments, other.to_string()),
-                })
-        })
+        let page = self.page;
+        self.as_reader(
+            agent,
+            service,
+            output_id,
+            move |results, agent, service, id| {
+                results
+                    .read_for(agent, service, id, offset, page)
+                    .map_err(|e| match e {
+                        ReadError::NotOwner { .. } => super::access::denied(e.to_string()),
+                        other => CallError::new(ErrorCode::InvalidArguments, other.to_string()),
+                    })
+            },
+        )
         .await
     }
 
@@ -130,6 +123,38 @@ impl Outputs {
         folder: &std::path::Path,
         part_size: Option<usize>,
     ) -> Result<Export, CallError> {
+        let folder = folder.to_path_buf();
+        self.as_reader(
+            agent,
+            service,
+            output_id,
+            move |results, agent, service, id| {
+                results
+                    .export_for(agent, service, id, &folder, part_size)
+                    .map_err(|e| match e {
+                        ExportError::Read(ReadError::NotOwner { .. }) => {
+                            super::access::denied(e.to_string())
+                        }
+                        ExportError::Write { .. } => {
+                            CallError::new(ErrorCode::ToolError, e.to_string())
+                        }
+                        other => CallError::new(ErrorCode::InvalidArguments, other.to_string()),
+                    })
+            },
+        )
+        .await
+    }
+
+    /// Runs `job` on the store off the async threads, once `agent`'s access to the
+    /// output (`service`, `output_id`) is checked; `job` gets the store and the three
+    /// names.
+    async fn as_reader<T: Send + 'static>(
+        &self,
+        agent: &str,
+        service: &str,
+        output_id: &str,
+        job: impl FnOnce(&ResultStore, &str, &str, &str) -> Result<T, CallError> + Send + 'static,
+    ) -> Result<T, CallError> {
         self.access
             .authorize(&AccessRequest::ReadOutput {
                 agent,
@@ -138,26 +163,12 @@ impl Outputs {
             })
             .await?;
         let results = self.results.clone();
-        let (agent, service, output_id, folder) = (
+        let (agent, service, output_id) = (
             agent.to_string(),
             service.to_string(),
             output_id.to_string(),
-            folder.to_path_buf(),
         );
-        blocking(move || {
-            results
-                .export_for(&agent, &service, &output_id, &folder, part_size)
-                .map_err(|e| match e {
-                    ExportError::Read(ReadError::NotOwner { .. }) => {
-                        super::access::denied(e.to_string())
-                    }
-                    ExportError::Write { .. } => {
-                        CallError::new(ErrorCode::ToolError, e.to_string())
-                    }
-                    other => CallError::new(ErrorCode::InvalidArguments, other.to_string()),
-                })
-        })
-        .await
+        blocking(move || job(&results, &agent, &service, &output_id)).await
     }
 
     /// Waits until every result retained so far is on disk and indexed (results are

@@ -8,11 +8,14 @@
 
 use serde_json::Value;
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::access::{Access, AccessRequest};
 use super::services::Services;
 use crate::error::{CallError, ErrorCode};
+use crate::session::LiveSession;
 
 /// What [`Resources::aggregate`] lists.
 #[derive(Clone, Copy)]
@@ -171,24 +174,14 @@ impl Resources {
         service: &str,
         uri: &str,
     ) -> Result<Value, CallError> {
-        self.access
-            .authorize(&AccessRequest::Service {
+        let value = self
+            .request(
                 agent,
                 service,
-                operation: "resources/read",
-            })
+                "resources/read",
+                |live, timeout| async move { live.session.read_resource(uri, timeout).await },
+            )
             .await?;
-        let timeout = self.services.timeout_of(service);
-        let value = self
-            .services
-            .idempotent(agent, service, |live| async move {
-                live.session.read_resource(uri, timeout).await
-            })
-            .await;
-        let value = match value {
-            Ok(value) => value,
-            Err(e) => return Err(self.services.redact_error(service, e).await),
-        };
         Ok(self.services.redact_value(service, value).await)
     }
 
@@ -201,24 +194,13 @@ impl Resources {
         uri: &str,
         subscribe: bool,
     ) -> Result<(), CallError> {
-        self.access
-            .authorize(&AccessRequest::Service {
-                agent,
-                service,
-                operation: "resources/subscribe",
-            })
-            .await?;
-        let timeout = self.services.timeout_of(service);
-        let outcome = self
-            .services
-            .idempotent(agent, service, |live| async move {
-                live.session.subscribe(uri, subscribe, timeout).await
-            })
-            .await;
-        match outcome {
-            Ok(()) => Ok(()),
-            Err(e) => Err(self.services.redact_error(service, e).await),
-        }
+        self.request(
+            agent,
+            service,
+            "resources/subscribe",
+            |live, timeout| async move { live.session.subscribe(uri, subscribe, timeout).await },
+        )
+        .await
     }
 
     /// Gets a prompt of `service` with `arguments` (a JSON object of strings).
@@ -235,25 +217,12 @@ impl Resources {
                 "prompt arguments must be a JSON object",
             ));
         };
-        self.access
-            .authorize(&AccessRequest::Service {
-                agent,
-                service,
-                operation: "prompts/get",
-            })
-            .await?;
-        let timeout = self.services.timeout_of(service);
         let value = self
-            .services
-            .idempotent(agent, service, |live| {
+            .request(agent, service, "prompts/get", |live, timeout| {
                 let arguments = arguments.clone();
                 async move { live.session.get_prompt(name, arguments, timeout).await }
             })
-            .await;
-        let value = match value {
-            Ok(value) => value,
-            Err(e) => return Err(self.services.redact_error(service, e).await),
-        };
+            .await?;
         Ok(self.services.redact_value(service, value).await)
     }
 
@@ -265,25 +234,44 @@ impl Resources {
         service: &str,
         params: Value,
     ) -> Result<Value, CallError> {
+        let value = self
+            .request(agent, service, "completion/complete", |live, timeout| {
+                let params = params.clone();
+                async move { live.session.complete(params, timeout).await }
+            })
+            .await?;
+        Ok(self.services.redact_value(service, value).await)
+    }
+
+    /// One request of `agent` that touches `service` (`operation`, the MCP method):
+    /// access checked, then sent under the service's limits with its timeout (retried
+    /// once on a fresh session), a failure through the service's redaction.
+    async fn request<T, F, Fut>(
+        &self,
+        agent: &str,
+        service: &str,
+        operation: &str,
+        send: F,
+    ) -> Result<T, CallError>
+    where
+        F: Fn(Arc<LiveSession>, Duration) -> Fut,
+        Fut: Future<Output = Result<T, CallError>>,
+    {
         self.access
             .authorize(&AccessRequest::Service {
                 agent,
                 service,
-                operation: "completion/complete",
+                operation,
             })
             .await?;
         let timeout = self.services.timeout_of(service);
-        let value = self
+        match self
             .services
-            .idempotent(agent, service, |live| {
-                let params = params.clone();
-                async move { live.session.complete(params, timeout).await }
-            })
-            .await;
-        let value = match value {
-            Ok(value) => value,
-            Err(e) => return Err(self.services.redact_error(service, e).await),
-        };
-        Ok(self.services.redact_value(service, value).await)
+            .idempotent(agent, service, |live| send(live, timeout))
+            .await
+        {
+            Ok(value) => Ok(value),
+            Err(e) => Err(self.services.redact_error(service, e).await),
+        }
     }
 }

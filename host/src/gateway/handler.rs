@@ -5,8 +5,7 @@
 
 #![allow(deprecated)] // roots, logging and subscriptions: still in every supported revision
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
@@ -22,12 +21,12 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use super::ToolSurface;
-use super::downstream::{DownstreamClient, LogFilter};
+use super::downstream::DownstreamClient;
 use super::eras::{self, listing};
 use super::notices::{self, Audience};
 use super::own_tools::{self, Served};
 use super::results::rpc_error;
-use super::routes::Routes;
+use super::session_state::SessionState;
 use super::shared::Gateway;
 use crate::Airlock;
 
@@ -35,43 +34,6 @@ use crate::Airlock;
 /// the HTTP layer).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct AuthenticatedAgent(pub String);
-
-/// What one downstream session remembers.
-#[derive(Default)]
-pub(crate) struct SessionState {
-    /// The agent, once known (at `initialize`, or fixed for stdio).
-    agent: OnceLock<String>,
-    /// Set once the session counts as open (its close then releases the agent).
-    opened: std::sync::atomic::AtomicBool,
-    /// The lowest log level the client wants (`logging/setLevel`).
-    logs: Arc<LogFilter>,
-    /// The resources the client subscribed to: (service, server URI).
-    subscriptions: Mutex<HashSet<(String, String)>>,
-    /// How resource URIs and prompt names map to services.
-    routes: Routes,
-    watcher: Mutex<Option<tokio::task::JoinHandle<()>>>,
-    gateway: OnceLock<Weak<Gateway>>,
-}
-
-impl Drop for SessionState {
-    fn drop(&mut self) {
-        if let Some(watcher) = self.watcher.lock().ok().and_then(|mut w| w.take()) {
-            watcher.abort();
-        }
-        if !self.opened.load(std::sync::atomic::Ordering::SeqCst) {
-            return;
-        }
-        let (Some(agent), Some(gateway)) = (
-            self.agent.get().cloned(),
-            self.gateway.get().and_then(Weak::upgrade),
-        ) else {
-            return;
-        };
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move { gateway.session_closed(&agent).await });
-        }
-    }
-}
 
 /// The MCP server handler of one downstream session.
 #[derive(Clone)]
@@ -139,51 +101,6 @@ impl DownstreamSession {
             self.airlock().services().offer_client(&agent, askers).await;
         }
         agent
-    }
-
-    /// Starts turning Airlock's events into notifications to this client.
-    fn watch(&self, peer: rmcp::Peer<RoleServer>, agent: String) {
-        let mut events = self.airlock().events();
-        let state = Arc::downgrade(&self.state);
-        let surface = self.gateway.options.tools;
-        let watcher = tokio::spawn(async move {
-            loop {
-                let event = match events.recv().await {
-                    Ok(event) => event,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(_) => return,
-                };
-                let Some(state) = state.upgrade() else { return };
-                let audience = Audience {
-                    agent: &agent,
-                    surface,
-                    routes: &state.routes,
-                };
-                let subscribed = |service: &str, uri: &str| {
-                    let key = (service.to_string(), uri.to_string());
-                    let subscriptions = state.subscriptions.lock().expect("subscriptions poisoned");
-                    subscriptions
-                        .contains(&key)
-                        .then(|| state.routes.exposed(service, uri))
-                };
-                let Some(notification) = audience.notification(&event, subscribed) else {
-                    continue;
-                };
-                let sent = peer.send_notification(notification).await;
-                if sent.is_err() {
-                    return;
-                }
-            }
-        });
-        if let Some(old) = self
-            .state
-            .watcher
-            .lock()
-            .expect("watcher poisoned")
-            .replace(watcher)
-        {
-            old.abort();
-        }
     }
 
     /// Asks the client for its roots and makes them the agent's.
@@ -267,7 +184,12 @@ impl ServerHandler for DownstreamSession {
             .services()
             .attach_client(&agent, Arc::new(client))
             .await;
-        self.watch(ctx.peer.clone(), agent.clone());
+        self.state.watch(
+            self.airlock().events(),
+            ctx.peer.clone(),
+            agent.clone(),
+            self.gateway.options.tools,
+        );
         let mut result = self.negotiate_initialize(&request)?;
         result.instructions = Some(self.instructions(&agent));
         Ok(result)

@@ -29,6 +29,7 @@ mod own_tools;
 mod questions;
 mod results;
 mod routes;
+mod session_state;
 mod shared;
 mod steps;
 mod subscribing;

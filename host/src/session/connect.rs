@@ -4,11 +4,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use rmcp::model::ProtocolVersion;
-use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
+use rmcp::service::serve_client_with_lifecycle;
 use tokio::sync::mpsc;
 
-use super::probe::DiscoverGuard;
+use super::probe::{DiscoverGuard, newest_offered};
 use super::progress::ProgressTap;
 use super::{AirlockClient, ServerNotice, Session, SessionError, TransportKind};
 use crate::config::{ServerConfig, Transport};
@@ -89,18 +88,6 @@ pub async fn connect(
         session,
         oauth_token,
     })
-}
-
-/// How a session starts on stdio and streamable HTTP: `server/discover` at 2026-07-28
-/// first, and the `initialize` handshake at 2025-11-25 (the server may answer an older
-/// revision) when the server shows it is of the handshake era — an error answer to the
-/// probe, or none within rmcp's probe timeout. This is the official clients' `auto` mode.
-/// The legacy SSE transport predates 2026-07-28 and goes straight to `initialize`.
-pub(super) fn newest_offered() -> ClientLifecycleMode {
-    ClientLifecycleMode::Auto {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-        legacy_version: Some(ProtocolVersion::V_2025_11_25),
-    }
 }
 
 impl Session {

@@ -10,8 +10,7 @@ use std::time::Duration;
 use rmcp::service::{ClientInitializeError, serve_client, serve_client_with_lifecycle};
 use rmcp::transport::streamable_http_client::StreamableHttpError;
 
-use super::connect::newest_offered;
-use super::probe::DiscoverGuard;
+use super::probe::{DiscoverGuard, newest_offered};
 use super::progress::ProgressTap;
 use super::{AirlockClient, Session, SessionError, TransportKind};
 use crate::config::Auth;

@@ -94,3 +94,17 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for DiscoverGuard<T> {
         self.inner.close()
     }
 }
+
+/// How a session starts on stdio and streamable HTTP: `server/discover` at 2026-07-28
+/// first, and the `initialize` handshake at 2025-11-25 (the server may answer an older
+/// revision) when the server shows it is of the handshake era — an error answer to the
+/// probe, or none within rmcp's probe timeout. This is the official clients' `auto` mode.
+/// The legacy SSE transport predates 2026-07-28 and goes straight to `initialize`.
+pub(super) fn newest_offered() -> rmcp::service::ClientLifecycleMode {
+    use rmcp::model::ProtocolVersion;
+    use rmcp::service::ClientLifecycleMode;
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    }
+}

@@ -76,28 +76,27 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ),
         // The bundled demo drives the library as any embedder would.
         ("demo", &["airlock", "config", "error", "events", "mcp"][..]),
-        // The command line: the facade, the gateway it serves, and the offline commands'
-        // own rooms (servers, import, secrets, output reads from the stores). It may not
-        // reach the sessions, the plugin pipeline or the call path around the facade.
+        // The command line: the facade (a running Airlock, or its `Stores` offline),
+        // the gateway it serves, and the offline commands' own rooms: `servers` for the
+        // service definitions (and their OAuth sign-in), `import`, `secrets`, and the
+        // plugin runtime's public API for `airlock plugin`. It may not reach the
+        // registry, the results store, the sessions or the call path around them.
         (
             "cli",
             &[
                 "airlock",
                 "config",
                 "demo",
+                "digest",
                 "error",
                 "events",
                 "gateway",
                 "import",
                 "mcp",
-                "oauth",
-                "registry",
-                "results",
                 "secrets",
                 "servers",
                 "telemetry",
                 "plugin",
-                "catalog",
             ][..],
         ),
     ])

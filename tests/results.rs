@@ -313,3 +313,55 @@ async fn the_index_is_mended_against_the_store() {
     assert_eq!((again.added, again.removed), (0, 0), "{again:?}");
     airlock.close().await;
 }
+
+/// With no Airlock running, `Stores` reads back what one kept, for the agent whose call
+/// made it only, and changes the grants the next Airlock enforces.
+#[tokio::test]
+async fn the_stores_serve_outputs_and_grants_without_a_running_airlock() {
+    let ws = Workspace::new(&python_fixture_entry("fx", ""));
+    let config = ws.load();
+    let storage = config.storage.clone();
+    let airlock = Airlock::start(config, ws.options()).await.unwrap();
+    let options = CallOptions {
+        agent: "agent-a".into(),
+        ..Default::default()
+    };
+    let out = airlock
+        .calls()
+        .call_with("mcp__fx__big_text", json!({"size": 80_000}), options)
+        .await
+        .unwrap();
+    let id = out.retained.output_id.clone().unwrap();
+    airlock.close().await;
+
+    let limits = ws.options().result_limits;
+    let stores = tokio::task::spawn_blocking(move || {
+        let stores = airlock_host::Stores::new(&ws.data(), storage, limits).unwrap();
+        let first = stores.read_output("agent-a", "fx", &id, 0).unwrap();
+        let rest = stores
+            .read_output("agent-a", "fx", &id, first.next_offset.unwrap())
+            .unwrap();
+        let other = stores.read_output("agent-b", "fx", &id, 0).unwrap_err();
+        let granted = stores.grant("agent-b", "fx").unwrap();
+        let again = stores.grant("agent-b", "fx").unwrap();
+        let grants = stores.grants("agent-b").unwrap();
+        (first, rest, other, granted, again, grants, ws)
+    })
+    .await
+    .unwrap();
+    let (first, rest, other, granted, again, grants, _ws) = stores;
+    assert_eq!(first.text.len(), DEFAULT_PREVIEW);
+    assert_eq!(
+        first.text.len() + rest.text.len(),
+        80_000,
+        "the whole output"
+    );
+    assert!(rest.eof);
+    assert_eq!(
+        digest(format!("{}{}", first.text, rest.text).as_bytes()),
+        out.retained.digest
+    );
+    assert_eq!(other.code, ErrorCode::ServiceAccessDenied, "{other}");
+    assert!(granted && !again, "a second grant changes nothing");
+    assert_eq!(grants, vec!["fx".to_string()]);
+}

@@ -48,11 +48,12 @@ pub mod transport;
 pub use airlock::meters;
 pub use airlock::{
     Access, AccessCheck, AccessMode, AccessOptions, AccessRefused, AccessRequest, Agents, Airlock,
-    AirlockOptions, Approval, ApprovalRequest, Approver, CallOptions, CallOutput, CallerRequest,
-    Calls, Catalog, DEFAULT_AGENT, DEFAULT_MAX_SESSIONS, DegradedService, Outputs, PluginSlot,
-    Readiness, ReadinessCheck, Reconciled, Redaction, Reindexed, RememberArguments, Resources,
-    ServicePlugins, ServiceReport, ServiceStatus, Services, SessionInfo, StartError, TestReport,
-    URL_ELICITATION, call_json,
+    AirlockOptions, Approval, ApprovalRequest, Approver, COMPACT_PREVIEW, CallOptions, CallOutput,
+    CallerRequest, Calls, Catalog, CatalogTool, DEFAULT_AGENT, DEFAULT_MAX_SESSIONS,
+    DEFAULT_PREVIEW, DegradedService, Outputs, PluginSlot, Readiness, ReadinessCheck, Reconciled,
+    Redaction, Reindexed, RememberArguments, Resources, ServicePlugins, ServiceReport,
+    ServiceStatus, Services, SessionInfo, StartError, Stores, TestReport, URL_ELICITATION,
+    call_json,
 };
 pub use error::{CallError, ErrorCode};
 pub use events::Event;

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use super::access::Access;
 use super::services::Services;
-use crate::catalog::{CatalogTool, Cataloger};
+pub use crate::catalog::CatalogTool;
+use crate::catalog::Cataloger;
 use crate::config::PluginRef;
 use crate::plugin::{PluginRuntime, ServiceInfo, Stage, StageInstance};
 use crate::registry::Registry;

@@ -10,12 +10,15 @@
 //! - [`Outputs`] — retained results: read, export, reindex;
 //! - [`Calls`] — the data path of a call, as a pipeline of stages (`call/`).
 //!
+//! [`Stores`] opens what an Airlock keeps (grants, approvals, outputs) without starting
+//! one, for offline tools.
+//!
 //! [`Agents`] keeps what Airlock knows per agent (its client, roots, log level).
 //!
 //! Layer 7 (facade). May import every layer below it. Within it, each room imports only
 //! those listed before it: `options`, `agents`, `services`, `access`, `catalog`,
-//! `resources`, `outputs`, `call`, then this file, `start`, `follow`, `health`,
-//! `meters`.
+//! `resources`, `outputs`, `call`, then this file, `start`, `stores`, `follow`,
+//! `health`, `meters`.
 
 mod access;
 mod agents;
@@ -29,6 +32,7 @@ mod outputs;
 mod resources;
 mod services;
 mod start;
+mod stores;
 
 use std::sync::Arc;
 
@@ -40,9 +44,11 @@ pub use access::{
 };
 pub use agents::{Agents, URL_ELICITATION};
 pub use call::{CallOptions, CallOutput, CallerRequest, Calls, Redaction, call_json};
-pub use catalog::Catalog;
+pub use catalog::{Catalog, CatalogTool};
 pub use health::{DegradedService, Readiness, ReadinessCheck};
-pub use options::{AirlockOptions, DEFAULT_AGENT, DEFAULT_MAX_SESSIONS};
+pub use options::{
+    AirlockOptions, COMPACT_PREVIEW, DEFAULT_AGENT, DEFAULT_MAX_SESSIONS, DEFAULT_PREVIEW,
+};
 pub use outputs::{Outputs, Reindexed};
 pub use resources::Resources;
 pub use services::{
@@ -50,8 +56,7 @@ pub use services::{
     TestReport,
 };
 pub use start::StartError;
-#[cfg(feature = "cli")]
-pub(crate) use start::resolve_secret;
+pub use stores::Stores;
 
 use crate::events::{Event, EventBus};
 use crate::registry::Registry;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::access::{AccessOptions, Approver};
 use crate::results::ResultLimits;
+pub use crate::results::{COMPACT_PREVIEW, DEFAULT_PREVIEW};
 
 /// The agent used when the caller names none.
 pub const DEFAULT_AGENT: &str = "default";

@@ -103,10 +103,7 @@ impl Outputs {
             move |results, agent, service, id| {
                 results
                     .read_for(agent, service, id, offset, page)
-                    .map_err(|e| match e {
-                        ReadError::NotOwner { .. } => super::access::denied(e.to_string()),
-                        other => CallError::new(ErrorCode::InvalidArguments, other.to_string()),
-                    })
+                    .map_err(read_failure)
             },
         )
         .await
@@ -131,15 +128,7 @@ impl Outputs {
             move |results, agent, service, id| {
                 results
                     .export_for(agent, service, id, &folder, part_size)
-                    .map_err(|e| match e {
-                        ExportError::Read(ReadError::NotOwner { .. }) => {
-                            super::access::denied(e.to_string())
-                        }
-                        ExportError::Write { .. } => {
-                            CallError::new(ErrorCode::ToolError, e.to_string())
-                        }
-                        other => CallError::new(ErrorCode::InvalidArguments, other.to_string()),
-                    })
+                    .map_err(export_failure)
             },
         )
         .await
@@ -249,6 +238,25 @@ impl Outputs {
 }
 
 /// Runs blocking storage work off the async threads.
+/// A failed read as the caller's error: another agent's output is a denial, a bad id or
+/// offset is invalid arguments.
+pub(super) fn read_failure(e: ReadError) -> CallError {
+    match e {
+        ReadError::NotOwner { .. } => super::access::denied(e.to_string()),
+        other => CallError::new(ErrorCode::InvalidArguments, other.to_string()),
+    }
+}
+
+/// A failed export as the caller's error: as a read's; a folder that cannot be
+/// written is the tool's error, a part size that cannot be used invalid arguments.
+pub(super) fn export_failure(e: ExportError) -> CallError {
+    match e {
+        ExportError::Read(read) => read_failure(read),
+        ExportError::Write { .. } => CallError::new(ErrorCode::ToolError, e.to_string()),
+        other => CallError::new(ErrorCode::InvalidArguments, other.to_string()),
+    }
+}
+
 async fn blocking<T: Send + 'static>(
     job: impl FnOnce() -> Result<T, CallError> + Send + 'static,
 ) -> Result<T, CallError> {

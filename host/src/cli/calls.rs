@@ -8,7 +8,7 @@ use anyhow::bail;
 use serde_json::{Value, json};
 
 use super::Cli;
-use super::common::{load_config, open_results, options, start};
+use super::common::{load_config, open_stores, start};
 use super::render;
 use crate::error::ErrorCode;
 
@@ -74,8 +74,8 @@ pub(super) fn save_output(
     folder: &std::path::Path,
     part_size: Option<usize>,
 ) -> anyhow::Result<ExitCode> {
-    let store = open_results(cli)?;
-    match store.export_for(&cli.agent, service, output_id, folder, part_size) {
+    let stores = open_stores(cli)?;
+    match stores.export_output(&cli.agent, service, output_id, folder, part_size) {
         Ok(export) => {
             if cli.json {
                 println!("{}", json!({"ok": true, "export": export}));
@@ -98,23 +98,7 @@ pub(super) fn save_output(
             }
             Ok(ExitCode::SUCCESS)
         }
-        Err(e) => {
-            let code = match e {
-                crate::results::ExportError::Read(crate::results::ReadError::NotOwner {
-                    ..
-                }) => ErrorCode::ServiceAccessDenied,
-                _ => ErrorCode::InvalidArguments,
-            };
-            if cli.json {
-                println!(
-                    "{}",
-                    json!({"ok": false, "error": code, "message": e.to_string()})
-                );
-            } else {
-                eprintln!("airlock: {e}");
-            }
-            Ok(ExitCode::FAILURE)
-        }
+        Err(e) => Ok(refused(cli, &e)),
     }
 }
 
@@ -125,15 +109,8 @@ pub(super) fn output(
     output_id: &str,
     offset: usize,
 ) -> anyhow::Result<ExitCode> {
-    let options = options(cli)?;
-    let store = open_results(cli)?;
-    match store.read_for(
-        &cli.agent,
-        service,
-        output_id,
-        offset,
-        options.result_limits.preview,
-    ) {
+    let stores = open_stores(cli)?;
+    match stores.read_output(&cli.agent, service, output_id, offset) {
         Ok(page) => {
             if cli.json {
                 println!(
@@ -148,20 +125,19 @@ pub(super) fn output(
             }
             Ok(ExitCode::SUCCESS)
         }
-        Err(e) => {
-            let code = match e {
-                crate::results::ReadError::NotOwner { .. } => ErrorCode::ServiceAccessDenied,
-                _ => ErrorCode::InvalidArguments,
-            };
-            if cli.json {
-                println!(
-                    "{}",
-                    json!({"ok": false, "error": code, "message": e.to_string()})
-                );
-            } else {
-                eprintln!("airlock: {e}");
-            }
-            Ok(ExitCode::FAILURE)
-        }
+        Err(e) => Ok(refused(cli, &e)),
     }
+}
+
+/// A read or export that failed: its code and message (as JSON with `--json`).
+fn refused(cli: &Cli, e: &crate::CallError) -> ExitCode {
+    if cli.json {
+        println!(
+            "{}",
+            json!({"ok": false, "error": e.code, "message": e.message})
+        );
+    } else {
+        eprintln!("airlock: {}", e.message);
+    }
+    ExitCode::FAILURE
 }

@@ -4,12 +4,11 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 
-use anyhow::{Context, anyhow};
+use anyhow::Context;
 
 use super::Cli;
 use crate::config::{Config, ConfigSources, process_env};
-use crate::results::COMPACT_PREVIEW;
-use crate::{Airlock, AirlockOptions, Approval, RememberArguments};
+use crate::{Airlock, AirlockOptions, Approval, COMPACT_PREVIEW, RememberArguments, Stores};
 
 /// The data directory: `--data-dir`, `$AIRLOCK_DATA_DIR`, or the platform default.
 pub fn data_dir(cli: &Cli) -> PathBuf {
@@ -53,43 +52,15 @@ pub(super) fn open_servers_for(
     )?)
 }
 
-/// The registry the config names.
-pub(super) fn open_registry(cli: &Cli) -> anyhow::Result<crate::registry::Registry> {
-    let dir = data_dir(cli);
-    std::fs::create_dir_all(&dir)
-        .with_context(|| format!("data directory \"{}\"", dir.display()))?;
-    Ok(crate::registry::Registry::open_at(
-        &dir,
-        &storage(cli)?.registry,
-    )?)
-}
-
-/// The results store the config names (for `airlock output`).
-pub(super) fn open_results(cli: &Cli) -> anyhow::Result<crate::results::ResultStore> {
+/// The registry and results store the config names, opened when first used (for
+/// `airlock output`, `airlock grants` and `airlock serve tokens`).
+pub(super) fn open_stores(cli: &Cli) -> anyhow::Result<Stores> {
     let options = options(cli)?;
-    std::fs::create_dir_all(&options.data_dir)
-        .with_context(|| format!("data directory \"{}\"", options.data_dir.display()))?;
-    let storage = storage(cli)?;
-    let secret_key = match &storage.results {
-        crate::config::ResultsLocation::S3(s3) => {
-            let store = crate::secrets::SecretStore::open(&options.data_dir)?;
-            crate::airlock::resolve_secret(
-                &store,
-                "results.secret_access_key",
-                s3.secret_access_key.as_deref(),
-            )
-            .map_err(|e| anyhow!(e))?
-        }
-        crate::config::ResultsLocation::Local => None,
-    };
-    crate::results::ResultStore::open_at(
+    Ok(Stores::new(
         &options.data_dir,
-        &storage.results,
-        secret_key,
+        storage(cli)?,
         options.result_limits,
-        None,
-    )
-    .context("results store")
+    )?)
 }
 
 /// The config files merged with the registry's services.

@@ -9,7 +9,7 @@ use clap::Subcommand;
 use serde_json::json;
 
 use super::Cli;
-use super::common::{load_config, open_registry};
+use super::common::{load_config, open_stores};
 
 /// `airlock grants …` (the agent is the global `--agent`).
 #[derive(Debug, Subcommand)]
@@ -36,14 +36,14 @@ pub enum GrantsCommand {
 
 /// Runs `airlock grants`.
 pub fn run(cli: &Cli, command: &GrantsCommand) -> anyhow::Result<ExitCode> {
-    let registry = open_registry(cli)?;
+    let stores = open_stores(cli)?;
     let agent = &cli.agent;
     match command {
         GrantsCommand::Add { service } => {
             if !load_config(cli)?.servers.contains_key(service) {
                 bail!("no service named \"{service}\"");
             }
-            let new = registry.grant(agent, service)?;
+            let new = stores.grant(agent, service)?;
             print(
                 cli,
                 json!({"agent": agent, "service": service, "granted": true, "changed": new}),
@@ -51,7 +51,7 @@ pub fn run(cli: &Cli, command: &GrantsCommand) -> anyhow::Result<ExitCode> {
             );
         }
         GrantsCommand::Remove { service } => {
-            let had = registry.revoke(agent, service)?;
+            let had = stores.revoke(agent, service)?;
             print(
                 cli,
                 json!({"agent": agent, "service": service, "granted": false, "changed": had}),
@@ -65,8 +65,8 @@ pub fn run(cli: &Cli, command: &GrantsCommand) -> anyhow::Result<ExitCode> {
             );
         }
         GrantsCommand::List => {
-            let services = registry.grants(agent)?;
-            let approvals = registry.approvals(Some(agent))?;
+            let services = stores.grants(agent)?;
+            let approvals = stores.approvals(Some(agent))?;
             print(
                 cli,
                 json!({"agent": agent, "services": services, "approvals": approvals}),
@@ -90,7 +90,7 @@ pub fn run(cli: &Cli, command: &GrantsCommand) -> anyhow::Result<ExitCode> {
             );
         }
         GrantsCommand::Revoke { id } => {
-            let had = registry.revoke_approval(*id)?;
+            let had = stores.revoke_approval(*id)?;
             if !had {
                 bail!("no remembered approval with id {id} (see `airlock grants list`)");
             }

@@ -10,13 +10,10 @@ use serde_json::json;
 
 use super::Cli;
 use super::common::project_dir;
+use crate::config::Scope;
 use crate::config::process_env;
 use crate::import::{Candidate, Client, ImportSources, ImportedTransport, Scan};
-use crate::registry::{ImportPreview, Registry, Scope};
-use crate::servers::{Draft, GivenValue};
-
-/// How long a preview stays valid, in seconds.
-pub const PREVIEW_TTL_SECS: i64 = 600;
+use crate::servers::{Draft, GivenValue, ImportPreview, PREVIEW_TTL_SECS};
 
 /// `airlock import` arguments.
 #[derive(Debug, clap::Args)]
@@ -55,7 +52,7 @@ fn preview_key(servers: &crate::servers::Servers) -> anyhow::Result<String> {
 
 /// A candidate's digest keyed with [`preview_key`].
 fn keyed_digest(key: &str, c: &Candidate) -> String {
-    crate::results::digest(format!("{key}:{}", c.digest()).as_bytes())
+    crate::digest::sha256(format!("{key}:{}", c.digest()).as_bytes())
 }
 
 fn home() -> anyhow::Result<PathBuf> {
@@ -112,7 +109,7 @@ fn preview(
         .iter()
         .map(|c| (c.name.clone(), keyed_digest(&key, c)))
         .collect();
-    servers.registry().save_import_preview(request, &entries)?;
+    servers.save_import_preview(request, &entries)?;
     let masked: Vec<Candidate> = scan.candidates.iter().map(Candidate::masked).collect();
     if cli.json {
         println!(
@@ -208,7 +205,7 @@ fn apply(
     names: &[String],
     scope: Scope,
 ) -> anyhow::Result<ExitCode> {
-    let preview = current_preview(servers.registry(), request)?;
+    let preview = servers.import_preview(request)?;
     if let Some(s) = scan
         .skipped
         .iter()
@@ -257,30 +254,6 @@ fn apply(
     } else {
         ExitCode::FAILURE
     })
-}
-
-/// The newest preview, if it is still valid and was made with the same request.
-fn current_preview(
-    registry: &Registry,
-    request: &serde_json::Value,
-) -> anyhow::Result<ImportPreview> {
-    let preview = registry
-        .latest_import_preview()?
-        .context("no import preview: run `airlock import` first, check the list, then --apply")?;
-    let age = registry.now()? - preview.created_at;
-    if age > PREVIEW_TTL_SECS {
-        bail!(
-            "the import preview expired ({} minutes old; previews last 10): run `airlock import` again",
-            age / 60
-        );
-    }
-    if &preview.request != request {
-        bail!(
-            "the last preview was made with other options ({}); run `airlock import` with the same --from and --workspace first",
-            preview.request
-        );
-    }
-    Ok(preview)
 }
 
 /// The preview entries `--apply` names (every entry for `all`).

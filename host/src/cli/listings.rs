@@ -17,7 +17,7 @@ pub(super) async fn tools(cli: &Cli, search: Option<&str>) -> anyhow::Result<Exi
         Some(q) => airlock.catalog().search(q),
         None => airlock.catalog().tools(),
     };
-    let tools: Vec<&crate::catalog::CatalogTool> = tools.iter().collect();
+    let tools: Vec<&crate::CatalogTool> = tools.iter().collect();
     render::tools(cli.json, &tools, &airlock.services().status());
     airlock.close().await;
     Ok(ExitCode::SUCCESS)

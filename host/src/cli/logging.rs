@@ -81,11 +81,13 @@ pub fn init(
             }
         }
     };
-    let otel = provider.as_ref().map(export::layer);
-    let subscriber = tracing_subscriber::registry()
-        .with(format.with_filter(wanted.and(guard)))
-        .with(otel);
-    let dispatch = tracing::Dispatch::new(subscriber);
+    let logs = tracing_subscriber::registry().with(format.with_filter(wanted.and(guard)));
+    // No exporter, no span layer: an absent layer (`Option::None`) would still enable
+    // every span, and each call would pay for a dozen spans no one reads.
+    let dispatch = match &provider {
+        Some(provider) => tracing::Dispatch::new(logs.with(export::layer(provider))),
+        None => tracing::Dispatch::new(logs),
+    };
     if let Some(slot) = slot {
         let _ = slot.set(dispatch.downgrade());
     }

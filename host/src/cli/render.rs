@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
+use crate::CatalogTool;
 use crate::airlock::{CallOutput, ServiceReport, ServiceStatus};
-use crate::catalog::CatalogTool;
 use crate::error::{CallError, ErrorCode};
 
 /// Prints a call's outcome; the exit code is 0 exactly when the call is ok.

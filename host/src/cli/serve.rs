@@ -16,8 +16,8 @@ use super::common::{config_sources, data_dir, open_servers, options};
 use crate::config::{Config, process_env};
 use crate::gateway::tokens::TokenBook;
 use crate::gateway::{HttpOptions, ServeOptions, ToolSurface};
-use crate::results::{COMPACT_PREVIEW, DEFAULT_PREVIEW};
 use crate::{AccessMode, Airlock};
+use crate::{COMPACT_PREVIEW, DEFAULT_PREVIEW};
 
 /// Which tools clients see.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -336,8 +336,7 @@ async fn stop_on_signal(shutdown: CancellationToken) {
 }
 
 fn tokens(cli: &Cli, command: &TokensCommand) -> anyhow::Result<ExitCode> {
-    let registry = std::sync::Arc::new(super::common::open_registry(cli)?);
-    let book = TokenBook::with_registry(registry, &data_dir(cli))?;
+    let book = TokenBook::open(&super::common::open_stores(cli)?)?;
     match command {
         TokensCommand::Add => {
             let (id, value) = book.add(&cli.agent)?;

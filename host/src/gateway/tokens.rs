@@ -26,6 +26,9 @@ pub enum TokenError {
     /// No token has that id.
     #[error("no gateway token with id \"{0}\"")]
     Unknown(String),
+    /// The registry would not open.
+    #[error(transparent)]
+    Open(#[from] crate::StartError),
 }
 
 /// A token as listed: never its value.
@@ -68,6 +71,11 @@ impl TokenBook {
             registry,
             store: SecretStore::open(data_dir)?,
         })
+    }
+
+    /// The tokens of `stores`' registry, with their data directory's secret store.
+    pub fn open(stores: &crate::Stores) -> Result<TokenBook, TokenError> {
+        TokenBook::with_registry(stores.registry()?.clone(), stores.data_dir())
     }
 
     /// Makes a token for `agent`; returns its id and its value (shown once).

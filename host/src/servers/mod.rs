@@ -10,18 +10,23 @@
 
 mod auth;
 mod draft;
+mod records;
 mod resolve;
+#[cfg(feature = "http")]
+mod sign_in;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+pub use crate::registry::{ImportPreview, ServiceRecord, StoredCatalog, StoredValue};
 pub use auth::AuthChanges;
 pub use draft::{
     Draft, DraftTransport, Edit, GivenValue, Listing, parse_env_arg, parse_header_arg,
 };
+pub use records::{PREVIEW_TTL_SECS, TestedCatalog};
 
 use crate::config::{Config, ConfigError, ConfigSources, ExtraServers, Scope, Transport};
-use crate::registry::{Registry, RegistryError, ServiceKey, ServiceRecord, StoredValue};
+use crate::registry::{Registry, RegistryError, ServiceKey};
 use crate::secrets::{InvalidSecret, SecretError, SecretStore, validate_secret};
 
 /// A failure of an `airlock servers` operation. Nothing was changed when one is returned.

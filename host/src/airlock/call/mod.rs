@@ -180,7 +180,7 @@ impl Calls {
     ) -> Result<CallOutput, CallError> {
         let arguments = object(arguments)?;
         self.admit(&options.agent, found).await?;
-        let allowed = if found.pipeline.policy().is_empty() {
+        let Allowed { arguments, call } = if found.pipeline.policy().is_empty() {
             Allowed::unchecked(arguments)
         } else {
             self.policy
@@ -189,17 +189,15 @@ impl Calls {
                 .timed("policy")
                 .await?
         };
-        let reply = self
-            .upstream
-            .send(found, allowed.arguments, options)
-            .await?;
+        let upstream: &Upstream = &self.upstream;
+        let reply = upstream.send(found, arguments, options).await?;
         let process = Process {
             agent: options.agent.clone(),
             preview: options.preview.unwrap_or(self.preview),
             known: found.service.secrets(),
         };
         let mut done = process.run(found, reply.result).await?;
-        if let Some(call) = &allowed.call {
+        if let Some(call) = &call {
             let replacement = self
                 .policy
                 .after(call, &found.pipeline, &done.result, &process.known)

@@ -17,7 +17,7 @@ use crate::airlock::services::Services;
 use crate::error::{CallError, ErrorCode};
 use crate::events::{Event, EventBus};
 use crate::mcp::ToolResult;
-use crate::session::{CallControl, ProgressUpdate, TraceContext};
+use crate::session::{CallControl, ProgressUpdate, Session, TraceContext};
 use crate::telemetry::{self, stage_done};
 
 /// What the server answered.
@@ -111,10 +111,8 @@ impl Upstream {
         };
         let call = async {
             let stage = Instant::now();
-            let reply = live
-                .session
-                .call_tool(&tool.raw_name, arguments, control)
-                .await;
+            let session: &Session = &live.session;
+            let reply = session.call_tool(&tool.raw_name, arguments, control).await;
             drop(live);
             stage_done("upstream", stage);
             reply

@@ -22,40 +22,33 @@ pub(super) async fn auth(
 ) -> anyhow::Result<ExitCode> {
     let config = servers.load_config(sources, &process_env)?;
     let (url, auth) = oauth_target(config.servers.get(name), name)?;
-    match &auth {
-        Auth::ClientCredentials(cc) => {
-            // No browser: obtain a token now, which checks the credentials.
-            crate::oauth::client_credentials_token(servers.store(), name, &url, cc, true).await?;
-            print(cli, json!({"ok": true, "authorized": name}), || {
-                println!(
-                    "\"{name}\" uses client credentials: a token was granted and stored. Airlock gets new ones by itself."
-                )
-            });
-        }
-        Auth::OAuth(client) => {
-            crate::oauth::authorize(
-                servers.store(),
-                name,
-                &url,
-                client,
-                &open_in_browser,
-                Duration::from_secs(wait),
-            )
-            .await?;
-            print(cli, json!({"ok": true, "authorized": name}), || {
-                println!(
-                    "Authorized \"{name}\". Tokens are in the secret store; Airlock refreshes them silently."
-                )
-            });
-        }
-        Auth::None => unreachable!("oauth_target refuses servers without OAuth"),
-    }
+    servers
+        .authorize(
+            name,
+            &url,
+            &auth,
+            &open_in_browser,
+            Duration::from_secs(wait),
+        )
+        .await?;
+    print(
+        cli,
+        json!({"ok": true, "authorized": name}),
+        || match &auth {
+            Auth::ClientCredentials(_) => println!(
+                "\"{name}\" uses client credentials: a token was granted and stored. Airlock gets new ones by itself."
+            ),
+            _ => println!(
+                "Authorized \"{name}\". Tokens are in the secret store; Airlock refreshes them silently."
+            ),
+        },
+    );
     Ok(ExitCode::SUCCESS)
 }
 
 /// Runs `airlock servers logout`.
 pub(super) fn logout(cli: &Cli, servers: &Servers, name: &str) -> anyhow::Result<ExitCode> {
-    let had = crate::oauth::logout(servers.store(), name)?;
+    let had = servers.logout(name)?;
     print(cli, json!({"ok": true, "forgot_tokens": had}), || {
         if had {
             println!("Forgot the OAuth tokens of \"{name}\".");

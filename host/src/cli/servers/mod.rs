@@ -17,7 +17,7 @@ use clap::Subcommand;
 
 use super::Cli;
 use super::common::{config_sources, open_servers};
-use crate::registry::Scope;
+use crate::config::Scope;
 
 /// `airlock servers …`
 #[derive(Debug, Subcommand)]

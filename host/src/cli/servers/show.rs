@@ -9,8 +9,7 @@ use serde_json::json;
 use super::{print, scope_arg};
 use crate::cli::Cli;
 use crate::config::{ConfigSources, ServerConfig, Source, Transport, process_env};
-use crate::registry::{ServiceRecord, StoredValue};
-use crate::servers::Servers;
+use crate::servers::{Servers, ServiceRecord, StoredValue, TestedCatalog};
 
 pub use crate::secrets::MASK;
 
@@ -67,14 +66,9 @@ pub(super) fn get(
         (None, Some(server)) => describe_config(server),
         (None, None) => bail!("no server named \"{name}\""),
     };
-    let registry = servers.registry();
-    let current = match server {
-        Some(s) if s.enabled => registry.catalog(name, &s.launch_digest())?,
-        _ => None,
-    };
-    let stale = current.is_none() && registry.has_catalog(name)?;
-    let catalog_json = match &current {
-        Some(c) => Some(json!({
+    let launch = server.filter(|s| s.enabled).map(|s| s.launch_digest());
+    let catalog_json = match servers.tested_catalog(name, launch.as_deref())? {
+        TestedCatalog::Current(c) => Some(json!({
             "state": "tested",
             "tested_at": c.tested_at,
             "protocol_version": c.protocol_version,
@@ -82,8 +76,8 @@ pub(super) fn get(
             "transport": c.transport,
             "tools": c.tools.iter().filter_map(|t| t["name"].as_str()).collect::<Vec<_>>(),
         })),
-        None if stale => Some(json!({"state": "stale"})),
-        None => None,
+        TestedCatalog::Stale => Some(json!({"state": "stale"})),
+        TestedCatalog::Untested => None,
     };
     print(
         cli,

@@ -1,0 +1,165 @@
+//! [`Stores`]: what an Airlock keeps — its registry (grants, remembered approvals) and
+//! its retained outputs — opened without starting it, for tools that read or change
+//! them while no Airlock runs, or beside a running one: the CLI's `airlock output` and
+//! `airlock grants`, and the gateway's token book. Each store opens when first used, so
+//! reading grants never connects to the results store. Every method blocks (files,
+//! SQLite, PostgreSQL, S3): call them off async threads.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use super::outputs::{export_failure, read_failure};
+use super::services::registry_failure;
+use super::start::{StartError, resolve_secret};
+use crate::config::{ResultsLocation, Storage};
+use crate::error::CallError;
+use crate::registry::{ApprovalGrant, Registry};
+use crate::results::{Export, Page, ResultLimits, ResultStore};
+use crate::secrets::SecretStore;
+
+/// The stores of one data directory, opened lazily.
+pub struct Stores {
+    data_dir: PathBuf,
+    storage: Storage,
+    limits: ResultLimits,
+    registry: OnceLock<Arc<Registry>>,
+    results: OnceLock<ResultStore>,
+}
+
+impl Stores {
+    /// The stores `storage` names for `data_dir` (which is made if missing), read with
+    /// `limits`. Nothing is opened yet; the storage settings' own credentials are
+    /// registered with the log scrubber now.
+    pub fn new(
+        data_dir: &Path,
+        storage: Storage,
+        limits: ResultLimits,
+    ) -> Result<Stores, StartError> {
+        std::fs::create_dir_all(data_dir).map_err(|e| StartError::DataDir {
+            path: data_dir.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        crate::secrets::register_log_secrets(&storage.known_secrets());
+        Ok(Stores {
+            data_dir: data_dir.to_path_buf(),
+            storage,
+            limits,
+            registry: OnceLock::new(),
+            results: OnceLock::new(),
+        })
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The registry, opened on first use.
+    pub(crate) fn registry(&self) -> Result<&Arc<Registry>, StartError> {
+        if let Some(registry) = self.registry.get() {
+            return Ok(registry);
+        }
+        let registry = Registry::open_at(&self.data_dir, &self.storage.registry)?;
+        Ok(self.registry.get_or_init(|| Arc::new(registry)))
+    }
+
+    /// The results store, opened on first use (its S3 key read from the secret store
+    /// when the settings name one there).
+    fn results(&self) -> Result<&ResultStore, StartError> {
+        if let Some(results) = self.results.get() {
+            return Ok(results);
+        }
+        let secret_key = match &self.storage.results {
+            ResultsLocation::S3(s3) => resolve_secret(
+                &SecretStore::open(&self.data_dir)?,
+                "results.secret_access_key",
+                s3.secret_access_key.as_deref(),
+            )?,
+            ResultsLocation::Local => None,
+        };
+        let results = ResultStore::open_at(
+            &self.data_dir,
+            &self.storage.results,
+            secret_key,
+            self.limits,
+            None,
+        )
+        .map_err(|e| StartError::Results(e.to_string()))?;
+        Ok(self.results.get_or_init(|| results))
+    }
+
+    /// Reads a page of a retained output of `service` for `agent`: only the agent whose
+    /// call produced it may read it (as [`super::Outputs::read_as`], without a running
+    /// Airlock's access check).
+    pub fn read_output(
+        &self,
+        agent: &str,
+        service: &str,
+        output_id: &str,
+        offset: usize,
+    ) -> Result<Page, CallError> {
+        let page = self.limits.preview;
+        self.results()
+            .map_err(unavailable)?
+            .read_for(agent, service, output_id, offset, page)
+            .map_err(read_failure)
+    }
+
+    /// Saves a retained output of `service` (owned by `agent`) into `folder`, whole or as
+    /// ordered parts of at most `part_size` bytes with an index (as
+    /// [`super::Outputs::export`]).
+    pub fn export_output(
+        &self,
+        agent: &str,
+        service: &str,
+        output_id: &str,
+        folder: &Path,
+        part_size: Option<usize>,
+    ) -> Result<Export, CallError> {
+        self.results()
+            .map_err(unavailable)?
+            .export_for(agent, service, output_id, folder, part_size)
+            .map_err(export_failure)
+    }
+
+    /// Grants `service` to `agent`; false when it already held the grant.
+    pub fn grant(&self, agent: &str, service: &str) -> Result<bool, CallError> {
+        self.with_registry(|r| r.grant(agent, service))
+    }
+
+    /// Revokes `agent`'s grant of `service`; false when it held none.
+    pub fn revoke(&self, agent: &str, service: &str) -> Result<bool, CallError> {
+        self.with_registry(|r| r.revoke(agent, service))
+    }
+
+    /// The services granted to `agent`.
+    pub fn grants(&self, agent: &str) -> Result<Vec<String>, CallError> {
+        self.with_registry(|r| r.grants(agent))
+    }
+
+    /// The approvals a person asked to be remembered, of `agent` or of everyone.
+    pub fn approvals(&self, agent: Option<&str>) -> Result<Vec<ApprovalGrant>, CallError> {
+        self.with_registry(|r| r.approvals(agent))
+    }
+
+    /// Forgets remembered approval `id`; false when there was none.
+    pub fn revoke_approval(&self, id: i64) -> Result<bool, CallError> {
+        self.with_registry(|r| r.revoke_approval(id))
+    }
+
+    fn with_registry<T>(
+        &self,
+        job: impl FnOnce(&Registry) -> Result<T, crate::registry::RegistryError>,
+    ) -> Result<T, CallError> {
+        job(self.registry().map_err(unavailable)?).map_err(registry_failure)
+    }
+}
+
+/// A store that would not open, as the error of the request that needed it.
+fn unavailable(e: StartError) -> CallError {
+    let code = match &e {
+        StartError::Registry(r) if r.is_unavailable() => crate::ErrorCode::RegistryUnavailable,
+        _ => crate::ErrorCode::ServiceUnavailable,
+    };
+    CallError::new(code, e.to_string())
+}

@@ -1,0 +1,40 @@
+//! Signing Airlock in to a service's OAuth authorization server, and out: what
+//! `airlock servers auth` and `logout` do. Tokens go to the secret store.
+
+use std::time::Duration;
+
+use super::Servers;
+use crate::config::Auth;
+use crate::oauth::{OAuthError, OpenUrl};
+
+impl Servers {
+    /// Authorizes Airlock for `service` (its MCP endpoint `url`, its `auth` setting).
+    /// Client credentials: a token is obtained now, which checks them. OAuth: the
+    /// authorization page is handed to `open` and the loopback callback awaited for at
+    /// most `wait`. A service without OAuth has nothing to authorize.
+    pub async fn authorize(
+        &self,
+        service: &str,
+        url: &str,
+        auth: &Auth,
+        open: OpenUrl<'_>,
+        wait: Duration,
+    ) -> Result<(), OAuthError> {
+        match auth {
+            Auth::ClientCredentials(cc) => {
+                crate::oauth::client_credentials_token(&self.store, service, url, cc, true)
+                    .await
+                    .map(drop)
+            }
+            Auth::OAuth(client) => {
+                crate::oauth::authorize(&self.store, service, url, client, open, wait).await
+            }
+            Auth::None => Ok(()),
+        }
+    }
+
+    /// Forgets `service`'s OAuth tokens; false when none were stored.
+    pub fn logout(&self, service: &str) -> Result<bool, OAuthError> {
+        crate::oauth::logout(&self.store, service)
+    }
+}

@@ -12,7 +12,7 @@ use super::outputs::{export_failure, read_failure};
 use super::services::registry_failure;
 use super::start::{StartError, resolve_secret};
 use crate::config::{ResultsLocation, Storage};
-use crate::error::CallError;
+use crate::error::{CallError, ErrorCode};
 use crate::registry::{ApprovalGrant, Registry};
 use crate::results::{Export, Page, ResultLimits, ResultStore};
 use crate::secrets::SecretStore;
@@ -158,8 +158,8 @@ impl Stores {
 /// A store that would not open, as the error of the request that needed it.
 fn unavailable(e: StartError) -> CallError {
     let code = match &e {
-        StartError::Registry(r) if r.is_unavailable() => crate::ErrorCode::RegistryUnavailable,
-        _ => crate::ErrorCode::ServiceUnavailable,
+        StartError::Registry(r) if r.is_unavailable() => ErrorCode::RegistryUnavailable,
+        _ => ErrorCode::ServiceUnavailable,
     };
     CallError::new(code, e.to_string())
 }

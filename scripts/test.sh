@@ -76,7 +76,8 @@ cargo test --locked -p airlock-host -p airlock-guest -p airlock-plugin-standard 
 # servers, two minutes of CPU), and what it stores is what tests/gateway.rs stores.
 echo "== the library and gateway suites again, storage: PostgreSQL and S3"
 AIRLOCK_TEST_STORAGE=remote cargo test --locked -p airlock-host \
-    --test access --test results --test registry --test gateway --test policy \
+    --test access --test results --test registry --test reconcile --test gateway \
+    --test process_cleanup --test policy --test policy_engines \
     --test sessions --test console --test catalog --test limits --test redaction \
     --test content --test cli --test import --test oauth --test tasks --test upstreams "$@"
 stop_storage

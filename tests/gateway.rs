@@ -10,39 +10,16 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rmcp::model::{CallToolRequestParams, ClientConfig};
+use rmcp::model::ClientConfig;
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::{ClientHandler, RoleClient, serve_client};
 use serde_json::{Value, json};
 use support::{
-    HttpGateway, Workspace, airlock_bin, everything_server, python, python_server, serve_args,
-    toml_str,
+    HttpGateway, Workspace, airlock_bin, call, gateway_workspace, python, python_server,
+    serve_args, text_of,
 };
 
-const SECRET: &str = "gw-secret-4f0c2b7d9e1a";
-
-/// The services every gateway test fronts: `fx` (Python fixture, a credential in its
-/// env), `raw` (hand-written server logging what it receives) and `every`
-/// (server-everything).
-fn gateway_workspace(raw_log: &std::path::Path, fx_style: Option<&str>) -> Workspace {
-    let (node, everything) = everything_server();
-    let naming = fx_style
-        .map(|s| format!("adapter_config = {{ naming = {{ style = \"{s}\" }} }}\n"))
-        .unwrap_or_default();
-    Workspace::new(&format!(
-        "[mcp_servers.fx]\ncommand = {}\nargs = [{}]\nenv = {{ SERVICE_TOKEN = {} }}\n{naming}\n\
-         [mcp_servers.raw]\ncommand = {}\nargs = [{}]\nenv = {{ RAW_LOG = {} }}\ncancel_grace_secs = 1\n\n\
-         [mcp_servers.every]\ncommand = {}\nargs = [{}, \"stdio\"]\n",
-        toml_str(python().display().to_string()),
-        toml_str(python_server("fixture_server.py").display().to_string()),
-        toml_str(SECRET),
-        toml_str(python().display().to_string()),
-        toml_str(python_server("raw_server.py").display().to_string()),
-        toml_str(raw_log.display().to_string()),
-        toml_str(node),
-        toml_str(everything.display().to_string()),
-    ))
-}
+const SECRET: &str = support::GATEWAY_SECRET;
 
 /// Runs the Python SDK client script and parses its report.
 fn python_client(args: &[&str]) -> Value {
@@ -206,22 +183,6 @@ impl ClientHandler for Recorder {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.notes.lock().unwrap().push("tools/list_changed".into());
     }
-}
-
-fn call(name: &str, args: Value) -> CallToolRequestParams {
-    let args = args.as_object().cloned().unwrap_or_default();
-    CallToolRequestParams::new(name.to_string()).with_arguments(args)
-}
-
-fn text_of(result: &rmcp::model::CallToolResult) -> String {
-    let v = serde_json::to_value(result).unwrap();
-    v["content"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|b| b["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The same checks through rmcp's client, whatever the transport.
@@ -439,7 +400,12 @@ async fn http_refuses_what_it_must() {
     let raw_log = tempfile::NamedTempFile::new().unwrap();
     let ws = gateway_workspace(raw_log.path(), None);
     let gateway = HttpGateway::start(&ws, &["--max-sessions", "1"]);
-    let http = reqwest::Client::new();
+    // A connection per request: what is tested is each refusal, and a pooled connection
+    // the gateway closed while idle would fail the next request for another reason.
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
     let post = |url: &str| {
         http.post(url)
             .header("Accept", "application/json, text/event-stream")
@@ -513,136 +479,6 @@ async fn http_refuses_what_it_must() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// Every process whose parent chain reaches `root`.
-fn descendants(root: u32) -> Vec<u32> {
-    let mut parents = std::collections::HashMap::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let rest = stat.rsplit(')').next().unwrap_or("");
-        let ppid: u32 = rest
-            .split_whitespace()
-            .nth(1)
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(0);
-        parents.insert(pid, ppid);
-    }
-    let mut found = Vec::new();
-    for &pid in parents.keys() {
-        let mut p = pid;
-        while let Some(&parent) = parents.get(&p) {
-            if parent == root {
-                found.push(pid);
-                break;
-            }
-            if parent <= 1 {
-                break;
-            }
-            p = parent;
-        }
-    }
-    found
-}
-
-fn wait_all_gone(pids: &[u32]) -> Vec<u32> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let alive: Vec<u32> = pids
-            .iter()
-            .copied()
-            .filter(|p| !support::process_gone(*p))
-            .collect();
-        if alive.is_empty() || Instant::now() > deadline {
-            return alive;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_client_killed_mid_call_leaves_no_upstream_process() {
-    let raw_log = tempfile::NamedTempFile::new().unwrap();
-    let ws = gateway_workspace(raw_log.path(), None);
-    let mut child = tokio::process::Command::new(airlock_bin())
-        .args(serve_args(&ws, &["serve"]))
-        .current_dir(ws.dir.path())
-        .env("AIRLOCK_CONFIG", ws.dir.path().join("no-user-config.toml"))
-        .env("AIRLOCK_PLUGIN_CACHE", support::plugin_cache())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let serve_pid = child.id().unwrap();
-    let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(
-        child.stdout.take().unwrap(),
-        child.stdin.take().unwrap(),
-    );
-    let client = serve_client(Recorder::default(), transport).await.unwrap();
-    let spawned = client
-        .call_tool(call("mcp__fx__spawn_grandchild", json!({})))
-        .await
-        .unwrap();
-    let grandchild: u32 = text_of(&spawned).trim().parse().unwrap();
-    let peer = client.peer().clone();
-    let pending = tokio::spawn(async move {
-        peer.call_tool_once(call("mcp__fx__sleepy", json!({"seconds": 60})))
-            .await
-    });
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let mut upstream = descendants(serve_pid);
-    upstream.push(grandchild);
-    assert!(
-        upstream.len() >= 4,
-        "servers and the grandchild run: {upstream:?}"
-    );
-    // The client dies: its pipes close mid-call.
-    drop(client);
-    pending.abort();
-    let exited = tokio::time::timeout(Duration::from_secs(20), child.wait()).await;
-    assert!(exited.is_ok(), "airlock serve exits when its client dies");
-    let alive = wait_all_gone(&upstream);
-    assert!(alive.is_empty(), "left behind: {alive:?}");
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn sigterm_closes_every_upstream_process() {
-    let raw_log = tempfile::NamedTempFile::new().unwrap();
-    let ws = gateway_workspace(raw_log.path(), None);
-    let mut gateway = HttpGateway::start(&ws, &[]);
-    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(gateway.url.clone());
-    let client = serve_client(Recorder::default(), transport).await.unwrap();
-    let spawned = client
-        .call_tool(call("mcp__fx__spawn_grandchild", json!({})))
-        .await
-        .unwrap();
-    let grandchild: u32 = text_of(&spawned).trim().parse().unwrap();
-    let mut upstream = descendants(gateway.pid());
-    upstream.push(grandchild);
-    assert!(
-        upstream.len() >= 4,
-        "servers and the grandchild run: {upstream:?}"
-    );
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(gateway.pid() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while gateway.try_wait().is_none() {
-        assert!(Instant::now() < deadline, "airlock serve exits on SIGTERM");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let alive = wait_all_gone(&upstream);
-    assert!(alive.is_empty(), "left behind after SIGTERM: {alive:?}");
-    drop(client);
 }
 
 #[test]

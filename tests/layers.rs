@@ -191,3 +191,21 @@ fn no_module_imports_one_above_it() {
         violations.join("\n")
     );
 }
+
+/// Every file in tests/ is a test target of host/Cargo.toml: the tests live outside the
+/// package's folder, so cargo runs only the files the manifest lists.
+#[test]
+fn every_test_file_is_a_test_target() {
+    let manifest = std::fs::read_to_string(support::root().join("host/Cargo.toml")).unwrap();
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(support::root().join("tests")).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name.ends_with(".rs") && !manifest.contains(&format!("path = \"../tests/{name}\"")) {
+            missing.push(name);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "test files host/Cargo.toml does not list as a [[test]]: {missing:?}"
+    );
+}

@@ -9,51 +9,21 @@ mod support;
 
 use std::sync::Arc;
 
-use airlock_host::{Airlock, Approval, ApprovalRequest, ErrorCode, Event, RememberArguments};
+use airlock_host::{Approval, ApprovalRequest, ErrorCode, Event, RememberArguments};
 use serde_json::{Value, json};
-use support::{Workspace, fixture_wasm, python, python_server, toml_str};
+use support::{
+    Workspace, arrived, fixture_wasm, policy_workspace as workspace, python, python_server,
+    start_with, toml_str,
+};
 
-const TOKEN: &str = "policy-token-5b9e2c71";
-
-/// A workspace with one policy-peer service per `(name, extra config)`, each logging
-/// the calls that reach it to `<workspace>/<name>.log`.
-fn workspace(services: &[(&str, &str)]) -> Workspace {
-    let ws = Workspace::new("");
-    let mut config = String::new();
-    for (name, extra) in services {
-        let log = ws.dir.path().join(format!("{name}.log"));
-        config.push_str(&format!(
-            "[mcp_servers.{name}]\ncommand = {}\nargs = [{}]\nenv = {{ SERVICE_TOKEN = \"{TOKEN}\", POLICY_CALL_LOG = {} }}\n{extra}\n\n",
-            toml_str(python().display().to_string()),
-            toml_str(python_server("policy_server.py").display().to_string()),
-            toml_str(log.display().to_string()),
-        ));
-    }
-    ws.rewrite(&config);
-    ws
-}
-
-/// What reached `service`'s server, one JSON object per call.
-fn arrived(ws: &Workspace, service: &str) -> Vec<Value> {
-    let log =
-        std::fs::read_to_string(ws.dir.path().join(format!("{service}.log"))).unwrap_or_default();
-    log.lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-async fn start(ws: &Workspace, approver: Option<Arc<dyn airlock_host::Approver>>) -> Airlock {
-    let mut options = ws.options();
-    options.approver = approver;
-    Airlock::start(ws.load(), options).await.unwrap()
-}
+const TOKEN: &str = support::POLICY_TOKEN;
 
 #[tokio::test]
 async fn builtin_policy_allows_denies_confines_and_asks() {
     let rules = r#"adapters = { policy = "builtin:policy" }
 adapter_config = { policy = { deny = ["ru?"], deny_arguments = [{ name = "wipe_root", regex = "^/$" }], confine_paths = true, ask_destructive = true } }"#;
     let ws = workspace(&[("p", rules)]);
-    let airlock = start(&ws, None).await;
+    let airlock = start_with(&ws, None).await;
     airlock
         .services()
         .set_roots("default", vec!["/srv/notes".into()])
@@ -161,7 +131,7 @@ adapter_config = { policy = { ask_destructive = true } }"#;
             answer.load(std::sync::atomic::Ordering::SeqCst)
         }
     };
-    let airlock = start(&ws, Some(Arc::new(approver))).await;
+    let airlock = start_with(&ws, Some(Arc::new(approver))).await;
     let out = airlock
         .calls()
         .call("mcp__p__wipe_notes", json!({"folder": "/tmp/old"}), None)
@@ -194,7 +164,7 @@ async fn audit_mode_records_and_enforces_nothing() {
     let rules = r#"adapters = { policy = "builtin:policy" }
 adapter_config = { policy = { deny = ["run"], mode = "audit" } }"#;
     let ws = workspace(&[("p", rules)]);
-    let airlock = start(&ws, None).await;
+    let airlock = start_with(&ws, None).await;
     let mut events = airlock.events();
     let out = airlock
         .calls()
@@ -244,7 +214,7 @@ async fn rewrites_traps_withholds_and_replacements() {
             &chain(&format!(r#"{{ action = "replace", text = "{TOKEN}" }}"#)),
         ),
     ]);
-    let airlock = start(&ws, None).await;
+    let airlock = start_with(&ws, None).await;
 
     // Rewrite: the server sees the policy's arguments.
     let out = airlock
@@ -302,7 +272,7 @@ async fn a_plugin_built_for_contract_0_1_runs_beside_0_2_plugins() {
             "adapters = {{ content = {v01}, policy = \"builtin:policy\" }}\nadapter_config = {{ policy = {{ deny = [\"run\"] }} }}"
         ),
     )]);
-    let airlock = start(&ws, None).await;
+    let airlock = start_with(&ws, None).await;
     let out = airlock
         .calls()
         .call("mcp__p__read_note", json!({"path": "/a"}), None)
@@ -361,7 +331,7 @@ async fn policy_settings_are_checked_at_load() {
         "p",
         "adapters = { policy = \"builtin:policy\" }\nadapter_config = { policy = { deny_arguments = [\"(\"] } }",
     )]);
-    let airlock = start(&ws, None).await;
+    let airlock = start_with(&ws, None).await;
     let err = airlock
         .calls()
         .call("mcp__p__run", json!({"command": "ls"}), None)
@@ -478,7 +448,7 @@ adapter_config = { policy = { ask_destructive = true } }"#;
             *answer.lock().unwrap()
         }
     };
-    let airlock = start(&ws, Some(Arc::new(approver))).await;
+    let airlock = start_with(&ws, Some(Arc::new(approver))).await;
     let asked_so_far = || asked.load(std::sync::atomic::Ordering::SeqCst);
     let wipe = |args: Value| {
         let airlock = &airlock;
@@ -562,127 +532,5 @@ adapter_config = { policy = { ask_destructive = true } }"#;
             json!("/tmp/d")
         ]
     );
-    airlock.close().await;
-}
-
-/// The bundled JavaScript policy (`plugins/policy-js`, built from source by the test
-/// command with jco componentize) deciding real calls: allow, deny by tool glob and by
-/// argument pattern, ask, rewrite the arguments, and withhold a result.
-#[tokio::test]
-async fn a_javascript_policy_decides_calls_through_a_real_server() {
-    let wasm = support::root().join("target/js-plugins/policy-js.wasm");
-    assert!(
-        wasm.is_file(),
-        "{} is missing: run scripts/build-js-plugin.sh (the test command does)",
-        wasm.display()
-    );
-    let wasm = toml_str(wasm.display().to_string());
-    let rules = format!(
-        r#"adapters = {{ policy = {wasm} }}
-adapter_config = {{ policy = {{ deny = ["secret_*"], deny_arguments = ["/etc/"], ask = ["wipe_*"], redact_keys = ["command"] }} }}"#
-    );
-    let capped = format!(
-        r#"adapters = {{ policy = {wasm} }}
-adapter_config = {{ policy = {{ max_result_chars = 10 }} }}"#
-    );
-    let ws = workspace(&[("js", &rules), ("capped", &capped)]);
-    let airlock = start(&ws, None).await;
-    let mut events = airlock.events();
-
-    let out = airlock
-        .calls()
-        .call("mcp__js__read_note", json!({"path": "/srv/a.md"}), None)
-        .await
-        .unwrap();
-    assert!(out.preview.contains("/srv/a.md"), "{}", out.preview);
-    for (tool, args, says) in [
-        ("mcp__js__secret_report", json!({}), "is denied (secret_*)"),
-        (
-            "mcp__js__read_note",
-            json!({"path": "/etc/passwd"}),
-            "match a denied pattern",
-        ),
-        (
-            "mcp__js__wipe_notes",
-            json!({"folder": "/srv"}),
-            "Allow wipe_notes on js?",
-        ),
-    ] {
-        let err = airlock.calls().call(tool, args, None).await.unwrap_err();
-        assert_eq!(err.code, ErrorCode::PolicyDenied, "{tool}: {err}");
-        assert!(err.message.contains(says), "{tool}: {err}");
-    }
-    // Rewritten: the server sees the command withheld.
-    airlock
-        .calls()
-        .call(
-            "mcp__js__run",
-            json!({"command": "cat ~/.ssh/id_rsa"}),
-            None,
-        )
-        .await
-        .unwrap();
-    let reached = arrived(&ws, "js");
-    let tools: Vec<&str> = reached
-        .iter()
-        .map(|c| c["tool"].as_str().unwrap())
-        .collect();
-    assert_eq!(tools, ["read_note", "run"]);
-    assert_eq!(reached[1]["arguments"]["command"], json!("[withheld]"));
-
-    // Withheld after the server ran it: the result is longer than the cap.
-    let err = airlock
-        .calls()
-        .call("mcp__capped__read_note", json!({"path": "/srv/a.md"}), None)
-        .await
-        .unwrap_err();
-    assert_eq!(err.code, ErrorCode::PolicyDenied);
-    assert!(err.message.contains("more than 10"), "{err}");
-    assert_eq!(arrived(&ws, "capped").len(), 1);
-
-    let mut rules = Vec::new();
-    while let Ok(event) = events.try_recv() {
-        if let Event::PolicyDecided { rule, decision, .. } = event {
-            rules.push(format!("{rule} {decision}"));
-        }
-    }
-    for expected in [
-        "default allow",
-        "deny:secret_* deny",
-        "deny_arguments:/etc/ deny",
-        "ask:wipe_* ask",
-        "redact_keys rewrite",
-        "max_result_chars withhold",
-    ] {
-        assert!(rules.iter().any(|r| r == expected), "{expected}: {rules:?}");
-    }
-    airlock.close().await;
-}
-
-/// A plugin whose memory creeps up with every call (4 MiB here, as a JavaScript or
-/// Python engine's heap does) never reaches the 64 MiB cap: past three quarters of it,
-/// the host replaces the instance with a fresh one, and every call keeps running.
-#[tokio::test]
-async fn an_instance_whose_memory_creeps_up_is_recycled_before_the_cap() {
-    let fixture = toml_str(fixture_wasm("policy").display().to_string());
-    let ws = workspace(&[(
-        "leaky",
-        &format!(
-            "adapters = {{ policy = [{fixture}] }}\nadapter_config = {{ policy = [{{ action = \"leak\" }}] }}"
-        ),
-    )]);
-    let airlock = start(&ws, None).await;
-    for i in 0..40 {
-        let out = airlock
-            .calls()
-            .call(
-                "mcp__leaky__read_note",
-                json!({"path": format!("/n/{i}")}),
-                None,
-            )
-            .await;
-        assert!(out.is_ok(), "call {i}: {:?}", out.err());
-    }
-    assert_eq!(arrived(&ws, "leaky").len(), 40);
     airlock.close().await;
 }

@@ -10,6 +10,20 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+mod background;
+mod eras;
+mod gateway;
+mod policy;
+// Each test binary uses some of these, none all of them.
+#[allow(unused_imports)]
+pub use background::*;
+#[allow(unused_imports)]
+pub use eras::*;
+#[allow(unused_imports)]
+pub use gateway::*;
+#[allow(unused_imports)]
+pub use policy::*;
+
 /// The workspace root.
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -392,6 +406,54 @@ pub fn everything_workspace(extra: &str) -> Workspace {
     ))
 }
 
+/// The fixture server's secret, which `airlock servers` tests pass as `SERVICE_TOKEN`.
+pub const SERVERS_TOKEN: &str = "tok-registry-5f1c9a77e2";
+
+/// The command line of the Python fixture server.
+pub fn fixture_cmd() -> Vec<String> {
+    vec![
+        python().display().to_string(),
+        python_server("fixture_server.py").display().to_string(),
+    ]
+}
+
+/// The stdout of an `airlock` run that must have succeeded.
+pub fn ok(out: &std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "airlock failed: {}\nstdout: {stdout}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// What an `airlock` run that must have failed printed (stdout, then stderr).
+pub fn failed(out: &std::process::Output) -> String {
+    assert!(
+        !out.status.success(),
+        "expected a failure, got success:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `airlock servers add NAME` of the fixture server with its token and `extra` options.
+pub fn add_fixture(ws: &Workspace, name: &str, extra: &[&str]) -> std::process::Output {
+    let cmd = fixture_cmd();
+    let env = format!("SERVICE_TOKEN={SERVERS_TOKEN}");
+    let mut args = vec!["servers", "add", name, "--env", &env];
+    args.extend_from_slice(extra);
+    args.push("--");
+    args.extend(cmd.iter().map(String::as_str));
+    ws.run(&args, &[])
+}
+
 /// Whether process `pid` is gone (no /proc entry, or a zombie awaiting its reaper).
 pub fn process_gone(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -442,170 +504,6 @@ pub fn free_port() -> u16 {
         .local_addr()
         .expect("addr")
         .port()
-}
-
-/// A server process killed (with its group) on drop.
-pub struct Background {
-    child: std::process::Child,
-}
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `program args` with `envs` in its own process group and waits until
-/// 127.0.0.1:`port` accepts connections.
-pub fn start_http_server(
-    program: &str,
-    args: &[&str],
-    envs: &[(&str, &str)],
-    port: u16,
-) -> Background {
-    use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .process_group(0)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let child = cmd.spawn().expect("start the HTTP test server");
-    let server = Background { child };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{program} did not listen on port {port}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    server
-}
-
-/// `@modelcontextprotocol/server-everything` over HTTP (`transport` is `sse` or
-/// `streamableHttp`) on a free port. Returns the server and its port.
-pub fn everything_http(transport: &str) -> (Background, u16) {
-    let (node, entry) = everything_server();
-    let port = free_port();
-    let server = start_http_server(
-        &node,
-        &[&entry.display().to_string(), transport],
-        &[("PORT", &port.to_string())],
-        port,
-    );
-    (server, port)
-}
-
-/// The entry point of `@modelcontextprotocol/server-filesystem`.
-pub fn filesystem_server() -> PathBuf {
-    must_exist(
-        root()
-            .join("tests/peers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"),
-        "@modelcontextprotocol/server-filesystem",
-    )
-}
-
-/// The `airlock serve` command line for `ws`.
-pub fn serve_args(ws: &Workspace, extra: &[&str]) -> Vec<String> {
-    let mut args = vec![
-        "--config".to_string(),
-        ws.config().display().to_string(),
-        "--data-dir".to_string(),
-        ws.data().display().to_string(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    args
-}
-
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Stdio};
-use std::time::Duration;
-
-/// A running `airlock serve --http`, killed with its process group on drop.
-pub struct HttpGateway {
-    child: Child,
-    /// The endpoint, `http://127.0.0.1:PORT/mcp`.
-    pub url: String,
-    /// Every line it has written to stderr so far.
-    stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-}
-
-impl Drop for HttpGateway {
-    fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
-        let _ = self.child.wait();
-    }
-}
-
-impl HttpGateway {
-    /// Starts `airlock serve --http 127.0.0.1:0` with `extra` arguments.
-    pub fn start(ws: &Workspace, extra: &[&str]) -> HttpGateway {
-        HttpGateway::start_with_env(ws, extra, &[])
-    }
-
-    /// [`HttpGateway::start`] with `envs` set for the gateway.
-    pub fn start_with_env(ws: &Workspace, extra: &[&str], envs: &[(&str, &str)]) -> HttpGateway {
-        let mut args = serve_args(ws, &["serve", "--http", "127.0.0.1:0"]);
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let mut child = Command::new(airlock_bin())
-            .args(&args)
-            .current_dir(ws.dir.path())
-            .env("AIRLOCK_CONFIG", ws.dir.path().join("no-user-config.toml"))
-            .env("AIRLOCK_PLUGIN_CACHE", plugin_cache())
-            .envs(envs.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .expect("start airlock serve --http");
-        let stderr = child.stderr.take().expect("stderr is piped");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let kept = lines.clone();
-        std::thread::spawn(move || {
-            let mut sent = false;
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if !sent && let Some(at) = line.split("listening on ").nth(1) {
-                    // The plain line, or a JSON log record's message.
-                    let url = at.split(['"', ' ']).next().unwrap_or_default();
-                    let _ = tx.send(url.trim().to_string());
-                    sent = true;
-                }
-                kept.lock().unwrap().push(line);
-            }
-        });
-        let url = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("airlock serve --http printed its address");
-        HttpGateway {
-            child,
-            url,
-            stderr: lines,
-        }
-    }
-
-    /// The lines the gateway has written to stderr so far.
-    pub fn stderr_lines(&self) -> Vec<String> {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    /// The gateway's process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Whether the gateway has exited (reaping it).
-    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.try_wait().ok().flatten()
-    }
 }
 
 /// Runs `job` with a fresh connection to the PostgreSQL database at `url`.
@@ -671,163 +569,4 @@ pub fn remote_storage_tables(tag: &str) -> String {
         toml_str(format!("s3://{bucket}/{tag}")),
         toml_str(endpoint),
     )
-}
-
-/// One stateless 2026-07-28 `tools/call` to the HTTP gateway at `url` (a single POST
-/// carrying the protocol version, client info and capabilities in `_meta`), with
-/// `headers` added. Returns the HTTP status and the response body.
-pub async fn modern_call(
-    client: &reqwest::Client,
-    url: &str,
-    id: u64,
-    tool: &str,
-    arguments: Value,
-    headers: &[(&str, &str)],
-) -> (u16, String) {
-    let body = serde_json::json!({
-        "jsonrpc": "2.0", "id": id, "method": "tools/call",
-        "params": {
-            "name": tool,
-            "arguments": arguments,
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientInfo": {"name": "tests", "version": "1"},
-                "io.modelcontextprotocol/clientCapabilities": {},
-            },
-        },
-    });
-    let mut request = client
-        .post(url)
-        .header("Accept", "application/json, text/event-stream")
-        .header("Mcp-Protocol-Version", "2026-07-28")
-        .header("Mcp-Method", "tools/call")
-        .header("Mcp-Name", tool)
-        .json(&body);
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = request.send().await.expect("the gateway answers");
-    let status = response.status().as_u16();
-    (status, response.text().await.unwrap_or_default())
-}
-
-/// A TCP relay in front of a real service (PostgreSQL, say) that a test can take down
-/// and bring back, so the service's clients see an outage: [`Outage::cut`] closes every
-/// relayed connection and refuses new ones (the service died), [`Outage::stall`] accepts
-/// connections and forwards nothing (a network partition), [`Outage::restore`] relays
-/// again. Loopback only; stops on drop.
-pub struct Outage {
-    port: u16,
-    mode: std::sync::Arc<std::sync::atomic::AtomicU8>,
-    live: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
-    stopping: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-const RELAY_UP: u8 = 0;
-const RELAY_DOWN: u8 = 1;
-const RELAY_STALLED: u8 = 2;
-
-impl Outage {
-    /// Relays `127.0.0.1:<port>` to `target`.
-    pub fn start(target: std::net::SocketAddr) -> Outage {
-        use std::sync::atomic::Ordering;
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let outage = Outage {
-            port: listener.local_addr().unwrap().port(),
-            mode: Default::default(),
-            live: Default::default(),
-            stopping: Default::default(),
-        };
-        let (mode, live, stopping) = (
-            outage.mode.clone(),
-            outage.live.clone(),
-            outage.stopping.clone(),
-        );
-        std::thread::spawn(move || {
-            for incoming in listener.incoming() {
-                if stopping.load(Ordering::SeqCst) {
-                    return;
-                }
-                let Ok(client) = incoming else { continue };
-                match mode.load(Ordering::SeqCst) {
-                    RELAY_DOWN => drop(client),
-                    RELAY_STALLED => live.lock().unwrap().push(client),
-                    _ => {
-                        let Ok(server) = std::net::TcpStream::connect(target) else {
-                            continue;
-                        };
-                        let mut held = live.lock().unwrap();
-                        held.push(client.try_clone().unwrap());
-                        held.push(server.try_clone().unwrap());
-                        for (from, to) in [
-                            (client.try_clone().unwrap(), server.try_clone().unwrap()),
-                            (server, client),
-                        ] {
-                            let mode = mode.clone();
-                            std::thread::spawn(move || relay(from, to, &mode));
-                        }
-                    }
-                }
-            }
-        });
-        outage
-    }
-
-    /// The relay's port on 127.0.0.1.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// The service is gone: every connection closes, new ones are refused at once.
-    pub fn cut(&self) {
-        self.set(RELAY_DOWN);
-    }
-
-    /// The network is partitioned: connections are accepted and nothing goes through.
-    pub fn stall(&self) {
-        self.set(RELAY_STALLED);
-    }
-
-    /// The service is back.
-    pub fn restore(&self) {
-        self.set(RELAY_UP);
-    }
-
-    fn set(&self, mode: u8) {
-        self.mode.store(mode, std::sync::atomic::Ordering::SeqCst);
-        if mode != RELAY_STALLED {
-            for stream in self.live.lock().unwrap().drain(..) {
-                let _ = stream.shutdown(std::net::Shutdown::Both);
-            }
-        }
-    }
-}
-
-/// Copies `from` to `to` until either closes, holding what it read while the relay is
-/// stalled.
-fn relay(
-    mut from: std::net::TcpStream,
-    mut to: std::net::TcpStream,
-    mode: &std::sync::atomic::AtomicU8,
-) {
-    use std::io::{Read, Write};
-    let mut buffer = [0u8; 16 * 1024];
-    while let Ok(n @ 1..) = from.read(&mut buffer) {
-        while mode.load(std::sync::atomic::Ordering::SeqCst) == RELAY_STALLED {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        if to.write_all(&buffer[..n]).is_err() {
-            break;
-        }
-    }
-    let _ = to.shutdown(std::net::Shutdown::Both);
-}
-
-impl Drop for Outage {
-    fn drop(&mut self) {
-        self.stopping
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        let _ = std::net::TcpStream::connect(("127.0.0.1", self.port));
-        self.set(RELAY_UP);
-    }
 }

@@ -8,7 +8,7 @@
 //! - `off`: the subscriber and the recorder installed, both switched off;
 //! - `traced`: every span of every call exported over OTLP/HTTP (protobuf, the batch
 //!   exporter) to a receiver on loopback, scrubbed on the way;
-//! - `traced_dropped`: the same spans through the same layer and batch processor, the
+//! - `traced_dropped`: the same spans through the same layer and export thread, the
 //!   batches dropped instead of encoded and sent: what the spans cost the call itself,
 //!   apart from the export's work (which shares the machine's cores with it);
 //! - `metrics`: the Prometheus recorder recording, as `airlock serve --http` does (stage
@@ -252,17 +252,23 @@ fn bench(c: &mut Criterion) {
         traces_endpoint: Some(airlock_host::telemetry::traces_url(&collector)),
         ..Settings::default()
     };
-    let provider = export::provider(&settings, rt.handle().clone()).unwrap();
+    let traced = export::SpanExport::start(&settings, rt.handle().clone()).unwrap();
     // Asked at every span (a `filter_fn` would be asked once per callsite and cached).
     let switch = tracing_subscriber::filter::dynamic_filter_fn(|_, _| mode_is(TRACED));
-    let switched = export::unfiltered_layer(&provider).with_filter(export::ours().and(switch));
+    let switched = traced
+        .unfiltered_layer()
+        .with_filter(export::ours().and(switch));
     let dropped_spans = Arc::new(AtomicUsize::new(0));
-    let dropping = opentelemetry_sdk::trace::SdkTracerProvider::builder()
-        .with_batch_exporter(Dropped(dropped_spans.clone()))
-        .build();
+    let dropping = export::SpanExport::with_exporter(
+        Dropped(dropped_spans.clone()),
+        &Settings::default(),
+        rt.handle().clone(),
+    )
+    .unwrap();
     let switch = tracing_subscriber::filter::dynamic_filter_fn(|_, _| mode_is(DROPPED));
-    let dropping_layer =
-        export::unfiltered_layer(&dropping).with_filter(export::ours().and(switch));
+    let dropping_layer = dropping
+        .unfiltered_layer()
+        .with_filter(export::ours().and(switch));
     tracing::subscriber::set_global_default(
         tracing_subscriber::registry()
             .with(switched)
@@ -339,7 +345,7 @@ fn bench(c: &mut Criterion) {
         .join("../target/criterion/telemetry_4KiB/paired.json");
     std::fs::create_dir_all(figures.parent().unwrap()).unwrap();
     std::fs::write(&figures, paired.to_string()).unwrap();
-    provider.force_flush().unwrap();
+    traced.force_flush().unwrap();
     dropping.force_flush().unwrap();
     let exported = exports.load(Ordering::Relaxed);
     eprintln!(
@@ -363,7 +369,7 @@ fn bench(c: &mut Criterion) {
     rt.block_on(airlock.close());
     std::thread::spawn(move || {
         let _ = dropping.shutdown();
-        provider.shutdown()
+        traced.shutdown()
     })
     .join()
     .unwrap()

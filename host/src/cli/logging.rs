@@ -4,7 +4,6 @@
 //! exported over OTLP/HTTP (then JSON lines carry their trace and span ids).
 
 use anyhow::Context;
-use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, filter::FilterExt};
@@ -13,17 +12,17 @@ use super::{Cli, LogFormat};
 use crate::config::process_env;
 use crate::telemetry::{Settings, export, logs::WithTraceIds};
 
-/// What must outlive the command: the span exporter, flushed by [`Telemetry::finish`].
+/// What must outlive the command: the span export, flushed by [`Telemetry::finish`].
 pub struct Telemetry {
-    provider: Option<SdkTracerProvider>,
+    export: Option<export::SpanExport>,
 }
 
 impl Telemetry {
     /// Sends the spans still queued and stops the exporter. Blocking: call it from the
     /// main thread, after the command has run and before the runtime stops.
     pub fn finish(self) {
-        if let Some(provider) = self.provider
-            && let Err(e) = provider.shutdown()
+        if let Some(export) = self.export
+            && let Err(e) = export.shutdown()
         {
             tracing::warn!("could not send the last spans to the OTLP collector: {e}");
         }
@@ -55,8 +54,8 @@ pub fn init(
             .any(|t| meta.target().starts_with(t));
         !(noisy && *meta.level() > tracing::Level::INFO)
     });
-    let provider = match settings.exports() {
-        true => Some(export::provider(settings, runtime)?),
+    let export = match settings.exports() {
+        true => Some(export::SpanExport::start(settings, runtime)?),
         false => None,
     };
     // Every record, from every crate, is scrubbed of the secrets Airlock knows.
@@ -67,7 +66,7 @@ pub fn init(
         LogFormat::Text => format.boxed(),
         LogFormat::Json => {
             let json = format.json().with_current_span(true).with_span_list(false);
-            if provider.is_some() {
+            if export.is_some() {
                 let (with_ids, filled) = WithTraceIds::new(
                     tracing_subscriber::fmt::format()
                         .json()
@@ -84,8 +83,8 @@ pub fn init(
     let logs = tracing_subscriber::registry().with(format.with_filter(wanted.and(guard)));
     // No exporter, no span layer: an absent layer (`Option::None`) would still enable
     // every span, and each call would pay for a dozen spans no one reads.
-    let dispatch = match &provider {
-        Some(provider) => tracing::Dispatch::new(logs.with(export::layer(provider))),
+    let dispatch = match &export {
+        Some(export) => tracing::Dispatch::new(logs.with(export.layer())),
         None => tracing::Dispatch::new(logs),
     };
     if let Some(slot) = slot {
@@ -95,5 +94,5 @@ pub fn init(
     dispatch
         .try_init()
         .context("cannot install the log subscriber")?;
-    Ok(Telemetry { provider })
+    Ok(Telemetry { export })
 }

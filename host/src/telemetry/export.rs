@@ -1,26 +1,28 @@
-//! Spans to an OpenTelemetry collector over OTLP/HTTP (protobuf). The exporter sends
-//! through Airlock's own reqwest client on the caller's tokio runtime, and every span
-//! passes the egress rule on its way out: [`Scrubbed`] removes each secret any Airlock
-//! in this process knows from span names, attribute values, event names and attributes,
-//! link attributes and status messages, before the batch is encoded.
+//! Spans to an OpenTelemetry collector over OTLP/HTTP (protobuf). [`SpanExport`] owns
+//! the queue that [`SpanLayer`] fills as Airlock's spans close, and the thread that
+//! turns them into OpenTelemetry span data and sends them in batches, through Airlock's
+//! own reqwest client on the caller's tokio runtime. Every span passes the egress rule
+//! on its way out: [`Scrubbed`] removes each secret any Airlock in this process knows
+//! from span names, attribute values, event names and attributes, link attributes and
+//! status messages, before the batch is encoded.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
 
-use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
-use opentelemetry::trace::{Status, TraceContextExt, TracerProvider as _};
-use opentelemetry::{KeyValue, StringValue, Value};
+use opentelemetry::trace::{SpanContext, Status, TraceFlags, TraceState};
+use opentelemetry::{InstrumentationScope, KeyValue, StringValue, Value};
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
-use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, SpanData, SpanExporter};
+use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter};
 use tracing::Subscriber;
-use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::Layer;
 use tracing_subscriber::registry::LookupSpan;
 
 use super::Settings;
+use super::spans::{Recording, SpanLayer};
 use crate::secrets::{KnownSecrets, log_secrets};
 
 /// How long one export request may take.
@@ -41,149 +43,328 @@ pub enum ExportError {
     /// The exporter could not be built.
     #[error("cannot build the OTLP exporter: {0}")]
     Build(String),
+    /// The export thread did not answer in time.
+    #[error("the spans were not sent in time")]
+    Timeout,
+    /// The export has been shut down (or its thread failed).
+    #[error("the span export has stopped")]
+    Stopped,
 }
 
-/// A tracer provider exporting to `settings`' endpoint in batches, its requests run on
-/// `runtime`. Shut it down ([`SdkTracerProvider::shutdown`], from a thread that is not
-/// one of `runtime`'s workers) before the runtime stops, so the last batch leaves.
-pub fn provider(
-    settings: &Settings,
-    runtime: tokio::runtime::Handle,
-) -> Result<SdkTracerProvider, ExportError> {
-    let endpoint = settings
-        .traces_endpoint
-        .clone()
-        .ok_or(ExportError::NoEndpoint)?;
-    if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
-        return Err(ExportError::Endpoint(endpoint));
+/// Spans closed and not yet sent, and what the export thread has been asked to do.
+#[derive(Default)]
+struct Pending {
+    spans: Vec<(Recording, SystemTime)>,
+    /// Flushes asked for, and sent (the thread answers every flush asked before it
+    /// took the spans it has just sent).
+    flushes_asked: u64,
+    flushes_done: u64,
+    closing: bool,
+    stopped: bool,
+}
+
+/// The queue between the calls' threads, which push spans as they close, and the export
+/// thread. A push takes a lock and appends; it wakes the thread only when a batch is
+/// full, so a call never waits on a system call for its spans.
+pub(super) struct Queue {
+    pending: Mutex<Pending>,
+    /// The export thread waits here for a full batch, a flush, the close, or its delay.
+    wake: Condvar,
+    /// Flushers and the closer wait here for the thread.
+    answered: Condvar,
+    capacity: usize,
+    batch: usize,
+    dropped: AtomicU64,
+}
+
+impl Queue {
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
-        .with_http_client(Sender {
-            client: reqwest::Client::new(),
+
+    /// Queues a closed span; drops it (and counts it) when the queue is full.
+    pub(super) fn push(&self, recording: Recording, end: SystemTime) {
+        let mut pending = self.lock();
+        if pending.spans.len() >= self.capacity || pending.stopped {
+            drop(pending);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        pending.spans.push((recording, end));
+        if pending.spans.len() == self.batch {
+            self.wake.notify_one();
+        }
+    }
+}
+
+/// Airlock's spans on their way to a collector: the queue [`SpanExport::layer`] fills,
+/// and the thread that sends it every `schedule_delay` (or as soon as a batch is full).
+/// Shut it down ([`SpanExport::shutdown`]) before the runtime its requests run on stops,
+/// so the last spans leave; dropping it only tells the thread to finish.
+pub struct SpanExport {
+    queue: Arc<Queue>,
+    ratio: f64,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl SpanExport {
+    /// Exports to `settings`' OTLP/HTTP endpoint, its requests run on `runtime`.
+    pub fn start(
+        settings: &Settings,
+        runtime: tokio::runtime::Handle,
+    ) -> Result<SpanExport, ExportError> {
+        let endpoint = settings
+            .traces_endpoint
+            .clone()
+            .ok_or(ExportError::NoEndpoint)?;
+        if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+            return Err(ExportError::Endpoint(endpoint));
+        }
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_http_client(Sender {
+                client: reqwest::Client::new(),
+                runtime: runtime.clone(),
+            })
+            .with_endpoint(endpoint)
+            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+            .with_timeout(EXPORT_TIMEOUT)
+            .with_headers(
+                settings
+                    .headers
+                    .clone()
+                    .into_iter()
+                    .collect::<HashMap<_, _>>(),
+            )
+            .build()
+            .map_err(|e| ExportError::Build(e.to_string()))?;
+        SpanExport::with_exporter(exporter, settings, runtime)
+    }
+
+    /// Exports through `exporter` (every span scrubbed first), with `settings`' service
+    /// name, sampling and batching; its futures run on `runtime`.
+    pub fn with_exporter<E: SpanExporter + 'static>(
+        mut exporter: E,
+        settings: &Settings,
+        runtime: tokio::runtime::Handle,
+    ) -> Result<SpanExport, ExportError> {
+        let resource = Resource::builder()
+            .with_service_name(settings.service_name.clone())
+            .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
+            .build();
+        exporter.set_resource(&resource);
+        let batch = settings.max_export_batch_size.max(1);
+        let queue = Arc::new(Queue {
+            pending: Mutex::new(Pending::default()),
+            wake: Condvar::new(),
+            answered: Condvar::new(),
+            capacity: settings.max_queue_size.max(batch),
+            batch,
+            dropped: AtomicU64::new(0),
+        });
+        let sending = Sending {
+            queue: queue.clone(),
+            exporter: Scrubbed(exporter),
+            scope: InstrumentationScope::builder("airlock")
+                .with_version(env!("CARGO_PKG_VERSION"))
+                .build(),
             runtime,
+            delay: settings.schedule_delay,
+        };
+        let thread = std::thread::Builder::new()
+            .name("airlock-spans".into())
+            .spawn(move || sending.run())
+            .map_err(|e| ExportError::Build(format!("cannot start the export thread: {e}")))?;
+        Ok(SpanExport {
+            queue,
+            ratio: settings.sample_ratio,
+            thread: Mutex::new(Some(thread)),
         })
-        .with_endpoint(endpoint)
-        .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-        .with_timeout(EXPORT_TIMEOUT)
-        .with_headers(
-            settings
-                .headers
-                .clone()
-                .into_iter()
-                .collect::<HashMap<_, _>>(),
-        )
-        .build()
-        .map_err(|e| ExportError::Build(e.to_string()))?;
-    let resource = Resource::builder()
-        .with_service_name(settings.service_name.clone())
-        .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
-        .build();
-    let sampler = Sampler::ParentBased(Box::new(if settings.sample_ratio >= 1.0 {
-        Sampler::AlwaysOn
-    } else {
-        Sampler::TraceIdRatioBased(settings.sample_ratio)
-    }));
-    Ok(SdkTracerProvider::builder()
-        .with_batch_exporter(Scrubbed(exporter))
-        .with_sampler(sampler)
-        .with_resource(resource)
-        .build())
+    }
+
+    /// The `tracing` layer that records Airlock's spans for this export, filtered to
+    /// [`ours`].
+    pub fn layer<S>(&self) -> impl Layer<S> + Send + Sync + 'static
+    where
+        S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+    {
+        self.unfiltered_layer().with_filter(ours())
+    }
+
+    /// [`SpanExport::layer`] without its filter, for a subscriber that filters it its own
+    /// way (with [`ours`] and more).
+    pub fn unfiltered_layer(&self) -> SpanLayer {
+        SpanLayer::new(self.queue.clone(), self.ratio)
+    }
+
+    /// Spans dropped because the queue was full (the collector too slow or away).
+    pub fn dropped(&self) -> u64 {
+        self.queue.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Sends every span closed so far, waiting up to the export timeout. Blocking: not
+    /// from one of the runtime's worker threads.
+    pub fn force_flush(&self) -> Result<(), ExportError> {
+        let mut pending = self.queue.lock();
+        if pending.stopped {
+            return Err(ExportError::Stopped);
+        }
+        pending.flushes_asked += 1;
+        let asked = pending.flushes_asked;
+        self.queue.wake.notify_one();
+        let (pending, waited) = self
+            .queue
+            .answered
+            .wait_timeout_while(pending, EXPORT_TIMEOUT * 2, |p| {
+                p.flushes_done < asked && !p.stopped
+            })
+            .unwrap_or_else(|e| e.into_inner());
+        match waited.timed_out() && pending.flushes_done < asked {
+            true => Err(ExportError::Timeout),
+            false => Ok(()),
+        }
+    }
+
+    /// Sends the spans still queued and stops the export thread. Blocking: not from one
+    /// of the runtime's worker threads. Later calls do nothing.
+    pub fn shutdown(&self) -> Result<(), ExportError> {
+        self.queue.lock().closing = true;
+        self.queue.wake.notify_one();
+        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match thread {
+            Some(thread) => thread.join().map_err(|_| ExportError::Stopped),
+            None => Ok(()),
+        }
+    }
 }
 
-/// The `tracing` layer that turns Airlock's spans (and the events inside them) into
-/// OpenTelemetry spans for `provider`, filtered to [`ours`].
-pub fn layer<S>(provider: &SdkTracerProvider) -> impl Layer<S> + Send + Sync + 'static
-where
-    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
-{
-    unfiltered_layer(provider).with_filter(ours())
+impl Drop for SpanExport {
+    fn drop(&mut self) {
+        self.queue.lock().closing = true;
+        self.queue.wake.notify_one();
+    }
 }
 
-/// [`layer`] without its filter, for a subscriber that filters it its own way (with
-/// [`ours`] and more).
-pub fn unfiltered_layer<S>(
-    provider: &SdkTracerProvider,
-) -> tracing_opentelemetry::OpenTelemetryLayer<S, opentelemetry_sdk::trace::SdkTracer>
-where
-    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
-{
-    tracing_opentelemetry::layer()
-        .with_tracer(provider.tracer("airlock"))
-        .with_threads(false)
-        .with_target(false)
-        .with_location(false)
-        .with_tracked_inactivity(false)
-        // A span's context is not made OpenTelemetry's current context at every poll
-        // (nothing here reads `Context::current()`; parents come from tracing's own span
-        // tree, and `context_of`/the JSON log's ids start a span when they need it).
-        .with_context_activation(false)
-        .with_error_records_to_exceptions(true)
+/// The export thread's side of the queue.
+struct Sending<E> {
+    queue: Arc<Queue>,
+    exporter: Scrubbed<E>,
+    scope: InstrumentationScope,
+    runtime: tokio::runtime::Handle,
+    delay: Duration,
+}
+
+impl<E: SpanExporter> Sending<E> {
+    fn run(self) {
+        loop {
+            let (spans, flushes, closing) = self.next();
+            let mut spans = spans.into_iter().peekable();
+            while spans.peek().is_some() {
+                let batch: Vec<SpanData> = spans
+                    .by_ref()
+                    .take(self.queue.batch)
+                    .map(|(recording, end)| span_data(recording, end, &self.scope))
+                    .collect();
+                if let Err(e) = self.runtime.block_on(self.exporter.export(batch)) {
+                    tracing::warn!("cannot send spans to the OTLP collector: {e}");
+                }
+            }
+            let mut pending = self.queue.lock();
+            pending.flushes_done = pending.flushes_done.max(flushes);
+            if closing {
+                pending.stopped = true;
+            }
+            drop(pending);
+            self.queue.answered.notify_all();
+            if closing {
+                if let Err(e) = self.exporter.shutdown_with_timeout(EXPORT_TIMEOUT) {
+                    tracing::warn!("cannot stop the OTLP exporter cleanly: {e}");
+                }
+                return;
+            }
+        }
+    }
+
+    /// Waits for a full batch, a flush, the close or the delay; takes what is queued.
+    fn next(&self) -> (Vec<(Recording, SystemTime)>, u64, bool) {
+        let deadline = Instant::now() + self.delay;
+        let mut pending = self.queue.lock();
+        loop {
+            let due = pending.spans.len() >= self.queue.batch
+                || pending.flushes_asked > pending.flushes_done
+                || pending.closing;
+            let now = Instant::now();
+            if due || now >= deadline {
+                break;
+            }
+            pending = self
+                .queue
+                .wake
+                .wait_timeout(pending, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        // Full batches only, unless the delay is over or a flush or the close wants all.
+        let all = pending.flushes_asked > pending.flushes_done
+            || pending.closing
+            || Instant::now() >= deadline;
+        let taken = match all {
+            true => std::mem::take(&mut pending.spans),
+            false => {
+                let whole = pending.spans.len() / self.queue.batch * self.queue.batch;
+                pending.spans.drain(..whole).collect()
+            }
+        };
+        (taken, pending.flushes_asked, pending.closing)
+    }
+}
+
+/// A recorded span as OpenTelemetry span data.
+fn span_data(recording: Recording, end: SystemTime, scope: &InstrumentationScope) -> SpanData {
+    let status = recording.status();
+    let position = recording.position;
+    let state = position
+        .state
+        .as_deref()
+        .and_then(|s| s.parse::<TraceState>().ok())
+        .unwrap_or_default();
+    let mut events = SpanEvents::default();
+    events.events = recording
+        .events
+        .into_iter()
+        .map(|e| opentelemetry::trace::Event::new(e.name, e.time, e.attributes, 0))
+        .collect();
+    SpanData {
+        span_context: SpanContext::new(
+            position.trace_id,
+            position.span_id,
+            TraceFlags::SAMPLED,
+            false,
+            state,
+        ),
+        parent_span_id: recording.parent,
+        parent_span_is_remote: recording.parent_remote,
+        span_kind: recording.kind,
+        name: recording.name,
+        start_time: recording.start,
+        end_time: end,
+        attributes: recording
+            .attributes
+            .into_iter()
+            .map(|(key, value)| KeyValue::new(key, Value::from(value)))
+            .collect(),
+        dropped_attributes_count: 0,
+        events,
+        links: Default::default(),
+        status,
+        instrumentation_scope: scope.clone(),
+    }
 }
 
 /// What is exported: Airlock's own spans and events, at `info` and above. Other crates'
 /// spans (rmcp's, wasmtime's) carry protocol messages and compilation detail.
 pub fn ours() -> tracing_subscriber::filter::Targets {
     tracing_subscriber::filter::Targets::new().with_target("airlock_host", tracing::Level::INFO)
-}
-
-/// Makes the W3C context (`traceparent`, `tracestate`) the parent of `span`.
-pub(super) fn adopt_parent(span: &tracing::Span, traceparent: &str, tracestate: Option<&str>) {
-    if span.is_disabled() {
-        return;
-    }
-    let mut carrier = HashMap::from([("traceparent".to_string(), traceparent.to_string())]);
-    if let Some(state) = tracestate {
-        carrier.insert("tracestate".to_string(), state.to_string());
-    }
-    let parent = TraceContextPropagator::new().extract(&Carrier(&mut carrier));
-    if parent.span().span_context().is_valid() {
-        let _ = span.set_parent(parent);
-    }
-}
-
-/// `span`'s W3C context, when it is exported.
-pub(super) fn context_of(span: &tracing::Span) -> Option<(String, Option<String>)> {
-    if span.is_disabled() {
-        return None;
-    }
-    let context = span.context();
-    if !context.span().span_context().is_valid() {
-        return None;
-    }
-    let mut carrier = HashMap::new();
-    TraceContextPropagator::new().inject_context(&context, &mut Carrier(&mut carrier));
-    let traceparent = carrier.remove("traceparent")?;
-    Some((
-        traceparent,
-        carrier.remove("tracestate").filter(|s| !s.is_empty()),
-    ))
-}
-
-/// The trace and span ids of `span`, as lower-case hex, when it is exported.
-pub fn ids_of(context: &opentelemetry::Context) -> Option<(String, String)> {
-    let span = context.span();
-    let ids = span.span_context();
-    ids.is_valid()
-        .then(|| (ids.trace_id().to_string(), ids.span_id().to_string()))
-}
-
-struct Carrier<'a>(&'a mut HashMap<String, String>);
-
-impl Extractor for Carrier<'_> {
-    fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).map(String::as_str)
-    }
-
-    fn keys(&self) -> Vec<&str> {
-        self.0.keys().map(String::as_str).collect()
-    }
-}
-
-impl Injector for Carrier<'_> {
-    fn set(&mut self, key: &str, value: String) {
-        self.0.insert(key.to_string(), value);
-    }
 }
 
 /// The OTLP exporter's HTTP client: Airlock's reqwest client, its requests spawned on a
@@ -305,6 +486,55 @@ fn scrubbed(known: &KnownSecrets, text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    /// Counts the batches and spans it is given.
+    #[derive(Debug, Default, Clone)]
+    struct Counting(Arc<(AtomicUsize, AtomicUsize)>);
+
+    impl SpanExporter for Counting {
+        fn export(
+            &self,
+            batch: Vec<SpanData>,
+        ) -> impl std::future::Future<Output = OTelSdkResult> + Send {
+            self.0.0.fetch_add(1, Ordering::SeqCst);
+            self.0.1.fetch_add(batch.len(), Ordering::SeqCst);
+            std::future::ready(Ok(()))
+        }
+    }
+
+    #[test]
+    fn spans_leave_in_full_batches_and_the_rest_on_a_flush() {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let counting = Counting::default();
+        let settings = Settings {
+            max_export_batch_size: 100,
+            ..Settings::default()
+        };
+        let export =
+            SpanExport::with_exporter(counting.clone(), &settings, runtime.handle().clone())
+                .unwrap();
+        let subscriber = tracing_subscriber::registry().with(export.layer());
+        tracing::subscriber::with_default(subscriber, || {
+            for _ in 0..250 {
+                let _span = tracing::info_span!("call").entered();
+            }
+        });
+        // Two full batches go at once; the fifty left wait for the delay or a flush.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while counting.0.1.load(Ordering::SeqCst) < 200 {
+            assert!(Instant::now() < deadline, "the full batches did not leave");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(counting.0.0.load(Ordering::SeqCst), 2);
+        export.force_flush().unwrap();
+        assert_eq!(counting.0.0.load(Ordering::SeqCst), 3);
+        assert_eq!(counting.0.1.load(Ordering::SeqCst), 250);
+        assert_eq!(export.dropped(), 0);
+        export.shutdown().unwrap();
+        assert!(matches!(export.force_flush(), Err(ExportError::Stopped)));
+    }
     use opentelemetry::trace::{SpanContext, SpanKind, TraceFlags, TraceState};
     use opentelemetry::{InstrumentationScope, trace::Event};
     use std::time::SystemTime;

@@ -1,4 +1,4 @@
-//! JSON log lines that join traces: each line written inside an exported span starts
+//! JSON log lines that join traces: each line written inside a recorded span starts
 //! with its `trace_id` and `span_id`, the ids the collector shows for that span.
 
 use std::sync::{Arc, OnceLock};
@@ -37,8 +37,7 @@ impl<F> WithTraceIds<F> {
 
     fn ids(&self, span: Option<&tracing::span::Id>) -> Option<(String, String)> {
         let dispatch = self.dispatch.get()?.upgrade()?;
-        let context = tracing_opentelemetry::get_otel_context(span?, &dispatch)?;
-        super::export::ids_of(&context)
+        super::spans::ids_in(&dispatch, span?)
     }
 }
 

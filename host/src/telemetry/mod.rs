@@ -4,8 +4,9 @@
 //! to the `airlock_stage_duration_seconds` histogram through the `metrics` facade. With
 //! no subscriber interested and no recorder installed, neither does any work.
 //!
-//! With the `otel` feature, [`export`] sends the spans to an OpenTelemetry collector
-//! over OTLP/HTTP, every attribute, event and status message scrubbed of the secrets
+//! With the `otel` feature, [`spans`] records Airlock's spans as they close and
+//! [`export`] sends them to an OpenTelemetry collector over OTLP/HTTP from a thread of
+//! its own, every attribute, event and status message scrubbed of the secrets
 //! Airlock knows first; [`logs`] adds the trace and span ids to JSON log lines. The
 //! settings come from `[telemetry]` or the standard `OTEL_*` variables ([`Settings`]).
 //!
@@ -15,9 +16,11 @@
 pub mod export;
 #[cfg(feature = "otel")]
 pub mod logs;
+#[cfg(feature = "otel")]
+pub mod spans;
 
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// How long each stage of a call took, by stage (`access`, `policy`, `session`,
 /// `upstream`, `content`, `redaction`, `result_policy`, `retain`).
@@ -43,6 +46,12 @@ pub struct Settings {
     /// The share of new traces kept, 0.0–1.0; a call with a caller's trace context
     /// follows the caller's sampling decision.
     pub sample_ratio: f64,
+    /// How long closed spans wait to be sent, at most (`OTEL_BSP_SCHEDULE_DELAY`, ms).
+    pub schedule_delay: Duration,
+    /// Closed spans kept while unsent; more are dropped (`OTEL_BSP_MAX_QUEUE_SIZE`).
+    pub max_queue_size: usize,
+    /// Spans per export request (`OTEL_BSP_MAX_EXPORT_BATCH_SIZE`).
+    pub max_export_batch_size: usize,
 }
 
 impl Default for Settings {
@@ -52,6 +61,9 @@ impl Default for Settings {
             service_name: "airlock".to_string(),
             headers: BTreeMap::new(),
             sample_ratio: 1.0,
+            schedule_delay: Duration::from_secs(5),
+            max_queue_size: 2048,
+            max_export_batch_size: 512,
         }
     }
 }
@@ -60,7 +72,9 @@ impl Settings {
     /// The settings the `OTEL_*` variables give: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (the
     /// traces URL as is), else `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/traces`;
     /// `OTEL_SERVICE_NAME`; `OTEL_EXPORTER_OTLP_HEADERS` (`k=v,k2=v2`);
-    /// `OTEL_TRACES_SAMPLER_ARG` with a ratio sampler. `OTEL_SDK_DISABLED=true` or
+    /// `OTEL_TRACES_SAMPLER_ARG` with a ratio sampler; `OTEL_BSP_SCHEDULE_DELAY`,
+    /// `OTEL_BSP_MAX_QUEUE_SIZE`, `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` (a value that is not a
+    /// positive whole number is ignored, as OpenTelemetry's SDKs do). `OTEL_SDK_DISABLED=true` or
     /// `OTEL_TRACES_EXPORTER=none` turn export off.
     pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Settings {
         let mut settings = Settings::default();
@@ -84,6 +98,20 @@ impl Settings {
             && (0.0..=1.0).contains(&ratio)
         {
             settings.sample_ratio = ratio;
+        }
+        let positive = |name: &str| {
+            set(name)
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .filter(|n| *n > 0)
+        };
+        if let Some(ms) = positive("OTEL_BSP_SCHEDULE_DELAY") {
+            settings.schedule_delay = Duration::from_millis(ms);
+        }
+        if let Some(size) = positive("OTEL_BSP_MAX_QUEUE_SIZE") {
+            settings.max_queue_size = size as usize;
+        }
+        if let Some(size) = positive("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") {
+            settings.max_export_batch_size = size as usize;
         }
         let disabled = set("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"))
             || set("OTEL_TRACES_EXPORTER").is_some_and(|v| v.eq_ignore_ascii_case("none"));
@@ -124,7 +152,7 @@ pub fn stage_done(stage: &'static str, started: Instant) {
 /// `span`, when spans are exported. Nothing happens otherwise.
 pub fn adopt_parent(span: &tracing::Span, traceparent: &str, tracestate: Option<&str>) {
     #[cfg(feature = "otel")]
-    export::adopt_parent(span, traceparent, tracestate);
+    spans::adopt_parent(span, traceparent, tracestate);
     #[cfg(not(feature = "otel"))]
     let _ = (span, traceparent, tracestate);
 }
@@ -133,7 +161,7 @@ pub fn adopt_parent(span: &tracing::Span, traceparent: &str, tracestate: Option<
 /// it calls; `None` when spans are not exported.
 pub fn context_of(span: &tracing::Span) -> Option<(String, Option<String>)> {
     #[cfg(feature = "otel")]
-    return export::context_of(span);
+    return spans::context_of(span);
     #[cfg(not(feature = "otel"))]
     {
         let _ = span;
@@ -173,6 +201,15 @@ mod tests {
         assert_eq!(s.headers["authorization"], "Bearer abc");
         assert_eq!(s.headers["x-team"], "ops");
         assert_eq!(s.sample_ratio, 0.25);
+        assert_eq!(s.schedule_delay, Duration::from_secs(5));
+        let batching = Settings::from_env(&env(&[
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "0"),
+            ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "64"),
+        ]));
+        assert_eq!(batching.schedule_delay, Duration::from_millis(100));
+        assert_eq!(batching.max_queue_size, 2048, "0 is not a queue size");
+        assert_eq!(batching.max_export_batch_size, 64);
         let traces = Settings::from_env(&env(&[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:4318"),
             ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://b:4318/custom"),

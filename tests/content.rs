@@ -259,16 +259,7 @@ async fn every_content_type_crosses_the_library_and_the_gateway_unchanged() {
 
     // The gateway over stdio, to a client speaking raw JSON-RPC.
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-    let mut child = tokio::process::Command::new(support::airlock_bin())
-        .args(support::serve_args(&ws, &["serve"]))
-        .env("AIRLOCK_CONFIG", ws.dir.path().join("no-user-config.toml"))
-        .env("AIRLOCK_PLUGIN_CACHE", support::plugin_cache())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = support::stdio_gateway(&ws, &["serve"]);
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut send = async |message: Value| {

@@ -6,7 +6,7 @@
 
 mod support;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -289,17 +289,7 @@ async fn the_rmcp_client_over_stdio_and_http() {
     let raw_log = tempfile::NamedTempFile::new().unwrap();
     let ws = gateway_workspace(raw_log.path(), None);
 
-    let mut child = tokio::process::Command::new(airlock_bin())
-        .args(serve_args(&ws, &["serve"]))
-        .current_dir(ws.dir.path())
-        .env("AIRLOCK_CONFIG", ws.dir.path().join("no-user-config.toml"))
-        .env("AIRLOCK_PLUGIN_CACHE", support::plugin_cache())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = support::stdio_gateway(&ws, &["serve"]);
     let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(
         child.stdout.take().unwrap(),
         child.stdin.take().unwrap(),

@@ -4,15 +4,12 @@
 
 mod support;
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use airlock_host::Airlock;
 use rmcp::serve_client;
 use serde_json::json;
-use support::{
-    HttpGateway, Workspace, airlock_bin, call, gateway_workspace, secret_entry, serve_args, text_of,
-};
+use support::{HttpGateway, Workspace, call, gateway_workspace, secret_entry, text_of};
 
 #[tokio::test]
 async fn no_process_survives_close_including_grandchildren() {
@@ -93,17 +90,7 @@ fn wait_all_gone(pids: &[u32]) -> Vec<u32> {
 async fn a_client_killed_mid_call_leaves_no_upstream_process() {
     let raw_log = tempfile::NamedTempFile::new().unwrap();
     let ws = gateway_workspace(raw_log.path(), None);
-    let mut child = tokio::process::Command::new(airlock_bin())
-        .args(serve_args(&ws, &["serve"]))
-        .current_dir(ws.dir.path())
-        .env("AIRLOCK_CONFIG", ws.dir.path().join("no-user-config.toml"))
-        .env("AIRLOCK_PLUGIN_CACHE", support::plugin_cache())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = support::stdio_gateway(&ws, &["serve"]);
     let serve_pid = child.id().unwrap();
     let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(
         child.stdout.take().unwrap(),

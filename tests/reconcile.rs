@@ -144,17 +144,7 @@ async fn stdio_gateway(
     rmcp::service::RunningService<rmcp::RoleClient, ListChanges>,
     ListChanges,
 ) {
-    let mut child = tokio::process::Command::new(support::airlock_bin())
-        .args(support::serve_args(ws, args))
-        .current_dir(ws.dir.path())
-        .env("AIRLOCK_CONFIG", ws.dir.path().join("no-user-config.toml"))
-        .env("AIRLOCK_PLUGIN_CACHE", support::plugin_cache())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = support::stdio_gateway(ws, args);
     let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(
         child.stdout.take().unwrap(),
         child.stdin.take().unwrap(),

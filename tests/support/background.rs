@@ -87,6 +87,22 @@ pub fn serve_args(ws: &Workspace, extra: &[&str]) -> Vec<String> {
     args
 }
 
+/// `airlock serve` over stdio in `ws` (its command line from [`serve_args`] with `extra`),
+/// its stdin and stdout piped for an MCP client, killed when dropped.
+pub fn stdio_gateway(ws: &Workspace, extra: &[&str]) -> tokio::process::Child {
+    tokio::process::Command::new(super::airlock_bin())
+        .args(serve_args(ws, extra))
+        .current_dir(ws.dir.path())
+        .env("AIRLOCK_CONFIG", ws.dir.path().join("no-user-config.toml"))
+        .env("AIRLOCK_PLUGIN_CACHE", super::plugin_cache())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("airlock serve starts")
+}
+
 /// A running `airlock serve --http`, killed with its process group on drop.
 pub struct HttpGateway {
     child: Child,

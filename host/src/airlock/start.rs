@@ -75,15 +75,7 @@ pub(crate) async fn open_storage(
         .await
         .map_err(|e| StartError::Results(format!("opening the registry panicked: {e}")))??;
     let registry = Arc::new(registry);
-    let secret_key = match &storage.results {
-        crate::config::ResultsLocation::S3(s3) => resolve_secret(
-            secret_store,
-            "results.secret_access_key",
-            s3.secret_access_key.as_deref(),
-        )
-        .map_err(|e| StartError::Results(e.to_string()))?,
-        crate::config::ResultsLocation::Local => None,
-    };
+    let secret_key = results_key(&storage.results, secret_store)?;
     let (dir, location, index) = (
         data_dir.to_path_buf(),
         storage.results.clone(),
@@ -96,6 +88,23 @@ pub(crate) async fn open_storage(
     .map_err(|e| StartError::Results(format!("opening the results store panicked: {e}")))?
     .map_err(|e| StartError::Results(e.to_string()))?;
     Ok((registry, results))
+}
+
+/// The S3 secret access key of the results store `location` names (read from the secret
+/// store when the setting is `secret:NAME`); `None` for the local store.
+pub(crate) fn results_key(
+    location: &crate::config::ResultsLocation,
+    secret_store: &SecretStore,
+) -> Result<Option<String>, StartError> {
+    match location {
+        crate::config::ResultsLocation::S3(s3) => resolve_secret(
+            secret_store,
+            "results.secret_access_key",
+            s3.secret_access_key.as_deref(),
+        )
+        .map_err(|e| StartError::Results(e.to_string())),
+        crate::config::ResultsLocation::Local => Ok(None),
+    }
 }
 
 /// A settings value that may name a secret-store entry (`secret:NAME`), resolved.

@@ -6,12 +6,12 @@
 //! SQLite, PostgreSQL, S3): call them off async threads.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::outputs::{export_failure, read_failure};
 use super::services::registry_failure;
-use super::start::{StartError, resolve_secret};
-use crate::config::{ResultsLocation, Storage};
+use super::start::{StartError, results_key};
+use crate::config::Storage;
 use crate::error::{CallError, ErrorCode};
 use crate::registry::{ApprovalGrant, Registry};
 use crate::results::{Export, Page, ResultLimits, ResultStore};
@@ -24,6 +24,9 @@ pub struct Stores {
     limits: ResultLimits,
     registry: OnceLock<Arc<Registry>>,
     results: OnceLock<ResultStore>,
+    /// Held while a store opens, so two threads asking at once open it once (a second
+    /// results store would start a second writer thread).
+    opening: Mutex<()>,
 }
 
 impl Stores {
@@ -46,6 +49,7 @@ impl Stores {
             limits,
             registry: OnceLock::new(),
             results: OnceLock::new(),
+            opening: Mutex::new(()),
         })
     }
 
@@ -59,6 +63,10 @@ impl Stores {
         if let Some(registry) = self.registry.get() {
             return Ok(registry);
         }
+        let _opening = self.opening.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(registry) = self.registry.get() {
+            return Ok(registry);
+        }
         let registry = Registry::open_at(&self.data_dir, &self.storage.registry)?;
         Ok(self.registry.get_or_init(|| Arc::new(registry)))
     }
@@ -69,14 +77,11 @@ impl Stores {
         if let Some(results) = self.results.get() {
             return Ok(results);
         }
-        let secret_key = match &self.storage.results {
-            ResultsLocation::S3(s3) => resolve_secret(
-                &SecretStore::open(&self.data_dir)?,
-                "results.secret_access_key",
-                s3.secret_access_key.as_deref(),
-            )?,
-            ResultsLocation::Local => None,
-        };
+        let _opening = self.opening.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(results) = self.results.get() {
+            return Ok(results);
+        }
+        let secret_key = results_key(&self.storage.results, &SecretStore::open(&self.data_dir)?)?;
         let results = ResultStore::open_at(
             &self.data_dir,
             &self.storage.results,

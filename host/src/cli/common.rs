@@ -55,11 +55,11 @@ pub(super) fn open_servers_for(
 /// The registry and results store the config names, opened when first used (for
 /// `airlock output`, `airlock grants` and `airlock serve tokens`).
 pub(super) fn open_stores(cli: &Cli) -> anyhow::Result<Stores> {
-    let options = options(cli)?;
+    // Only the data directory and the default limits: no roots, no plugin cache.
     Ok(Stores::new(
-        &options.data_dir,
+        &data_dir(cli),
         storage(cli)?,
-        options.result_limits,
+        crate::results::ResultLimits::default(),
     )?)
 }
 

@@ -56,10 +56,11 @@ pub(super) fn open_servers_for(
 /// `airlock output`, `airlock grants` and `airlock serve tokens`).
 pub(super) fn open_stores(cli: &Cli) -> anyhow::Result<Stores> {
     // Only the data directory and the default limits: no roots, no plugin cache.
+    let options = AirlockOptions::new(data_dir(cli));
     Ok(Stores::new(
-        &data_dir(cli),
+        &options.data_dir,
         storage(cli)?,
-        crate::results::ResultLimits::default(),
+        options.result_limits,
     )?)
 }
 

@@ -97,7 +97,7 @@ turns = base / "telemetry_4KiB" / "paired.json"
 if turns.exists():
     t = json.loads(turns.read_text())
     off, traced, dropped = t["off_ns"], t["traced_ns"], t["traced_dropped_ns"]
-    rows.append(("telemetry", f"P2 call, 4 KiB: every span exported over OTLP/HTTP to a loopback receiver vs no exporter (the layers installed, switched off); {t['turns']} rotating turns of these two and the next two rows' modes",
+    rows.append(("telemetry", f"P2 call, 4 KiB: every span exported over OTLP/HTTP to a loopback receiver vs no exporter (the subscriber `airlock` installs either way, built as cli/logging.rs builds it); {t['turns']} rotating turns of these two and the next two rows' modes",
                  fmt(traced), fmt(off), f"{traced / off:.2f}×", "≤ 1.05×", traced / off <= 1.05))
     rows.append(("telemetry", "P2 call, 4 KiB: the same spans, their batches dropped instead of sent (the spans' own cost, apart from the export's work) vs no exporter, same turns",
                  fmt(dropped), fmt(off), f"{dropped / off:.2f}×", "", None))

@@ -5,21 +5,25 @@
 //!   `[telemetry]`, no `/metrics`), the call as it runs, beside the telemetry statements
 //!   one call executes (its spans, stage timings and outcome record) run alone with
 //!   nothing listening: what the instrumentation costs a call that nobody observes;
-//! - `off`: the subscriber and the recorder installed, both switched off;
-//! - `traced`: every span of every call exported over OTLP/HTTP (protobuf, the batch
-//!   exporter) to a receiver on loopback, scrubbed on the way;
+//! - `off`: the subscriber `airlock` installs when no exporter is configured (its log
+//!   layer at the default `warn`), the recorder installed and switched off;
+//! - `traced`: the subscriber `airlock` installs with an exporter: the same log layer and
+//!   the exporting layer, every span of every call exported over OTLP/HTTP (protobuf, the
+//!   batch exporter) to a receiver on loopback, scrubbed on the way;
 //! - `traced_dropped`: the same spans through the same layer and export thread, the
 //!   batches dropped instead of encoded and sent: what the spans cost the call itself,
 //!   apart from the export's work (which shares the machine's cores with it);
-//! - `metrics`: the Prometheus recorder recording, as `airlock serve --http` does (stage
-//!   histograms and the figures `Airlock::record_metrics` reads off the event stream;
-//!   that reader runs in every mode, recording only in this one).
+//! - `metrics`: `off`'s subscriber, the Prometheus recorder recording, as `airlock serve
+//!   --http` does (stage histograms and the figures `Airlock::record_metrics` reads off
+//!   the event stream; that reader runs in every mode, recording only in this one).
 //!
-//! One process-wide subscriber carries both OpenTelemetry layers and one process-wide
-//! recorder forwards to Prometheus, each behind the same mode switch, so the four modes
-//! run in one binary, taking turns call by call (the order rotating). Criterion reports
-//! each mode's calls from its own window; the ratios come from every turn of all four
-//! windows together (`paired.json`), so drift between windows cannot decide them.
+//! Each mode's subscriber is built as `cli/logging.rs` builds it and made the calling
+//! thread's default for its turn (the spans a call opens keep their subscriber wherever
+//! they are polled; the run checks that every call's seven spans reach the exporter).
+//! One process-wide recorder forwards to Prometheus behind a mode switch. So the four
+//! modes run in one binary, taking turns call by call (the order rotating). Criterion
+//! reports each mode's calls from its own window; the ratios come from every turn of all
+//! four windows together (`paired.json`), so drift between windows cannot decide them.
 //! `scripts/bench-ratios.sh` prints the ratios.
 
 use std::sync::Arc;
@@ -33,7 +37,6 @@ use airlock_host::{Airlock, AirlockOptions, CallOptions};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
 use tracing_subscriber::Layer;
-use tracing_subscriber::filter::FilterExt;
 use tracing_subscriber::layer::SubscriberExt;
 
 const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
@@ -109,6 +112,9 @@ impl<R: metrics::Recorder> metrics::Recorder for Switched<R> {
         }
     }
 }
+
+/// The calls made in the `DROPPED` mode (each exports its spans to the dropping exporter).
+static DROPPED_CALLS: AtomicUsize = AtomicUsize::new(0);
 
 /// Every turn's time per mode, over all windows.
 static TURNS: Mutex<([Duration; MODES], u64)> = Mutex::new(([Duration::ZERO; MODES], 0));
@@ -253,11 +259,6 @@ fn bench(c: &mut Criterion) {
         ..Settings::default()
     };
     let traced = export::SpanExport::start(&settings, rt.handle().clone()).unwrap();
-    // Asked at every span (a `filter_fn` would be asked once per callsite and cached).
-    let switch = tracing_subscriber::filter::dynamic_filter_fn(|_, _| mode_is(TRACED));
-    let switched = traced
-        .unfiltered_layer()
-        .with_filter(export::ours().and(switch));
     let dropped_spans = Arc::new(AtomicUsize::new(0));
     let dropping = export::SpanExport::with_exporter(
         Dropped(dropped_spans.clone()),
@@ -265,16 +266,28 @@ fn bench(c: &mut Criterion) {
         rt.handle().clone(),
     )
     .unwrap();
-    let switch = tracing_subscriber::filter::dynamic_filter_fn(|_, _| mode_is(DROPPED));
-    let dropping_layer = dropping
-        .unfiltered_layer()
-        .with_filter(export::ours().and(switch));
-    tracing::subscriber::set_global_default(
+    // Each mode's subscriber is the one `airlock` installs (cli/logging.rs): its log layer
+    // (here writing nowhere, at its default `warn`), and, when spans are exported, the
+    // exporting layer filtered to Airlock's own spans. A turn makes its mode's subscriber
+    // the calling thread's default; the spans it opens keep theirs wherever they are
+    // polled. No subscriber is the process's default.
+    let logs = || {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::sink)
+            .with_filter(tracing_subscriber::EnvFilter::new("warn"))
+    };
+    let plain = tracing::Dispatch::new(tracing_subscriber::registry().with(logs()));
+    let exporting = tracing::Dispatch::new(
         tracing_subscriber::registry()
-            .with(switched)
-            .with(dropping_layer),
-    )
-    .unwrap();
+            .with(logs())
+            .with(traced.layer()),
+    );
+    let dropping_spans = tracing::Dispatch::new(
+        tracing_subscriber::registry()
+            .with(logs())
+            .with(dropping.layer()),
+    );
+    let subscribers = [plain.clone(), exporting.clone(), dropping_spans, plain];
     let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
     let rendered = prometheus.handle();
     metrics::set_global_recorder(Switched(prometheus)).unwrap();
@@ -291,6 +304,7 @@ fn bench(c: &mut Criterion) {
     let only: Option<usize> = std::env::var("TELEMETRY_ONLY")
         .ok()
         .map(|v| v.parse().unwrap());
+    let subscribers = &subscribers;
     let turns = |mine: usize| {
         move |iters: u64| {
             let mut spent = [Duration::ZERO; MODES];
@@ -298,8 +312,11 @@ fn bench(c: &mut Criterion) {
                 for step in 0..MODES {
                     let turn = only.unwrap_or((i + step) % MODES);
                     MODE.store(turn, Ordering::Relaxed);
+                    if turn == DROPPED {
+                        DROPPED_CALLS.fetch_add(1, Ordering::Relaxed);
+                    }
                     let started = Instant::now();
-                    call();
+                    tracing::dispatcher::with_default(&subscribers[turn], call);
                     spent[turn] += started.elapsed();
                 }
             }
@@ -314,14 +331,13 @@ fn bench(c: &mut Criterion) {
     };
     // The same statements with the exporting layer on: what the spans cost on their own.
     let mut group = c.benchmark_group("telemetry_spans");
-    group.bench_function("idle", |b| {
-        b.iter(|| one_calls_instrumentation("mcp__demo__echo", "default"))
-    });
-    MODE.store(TRACED, Ordering::Relaxed);
-    group.bench_function("traced", |b| {
-        b.iter(|| one_calls_instrumentation("mcp__demo__echo", "default"))
-    });
-    MODE.store(OFF, Ordering::Relaxed);
+    for (name, mode) in [("idle", OFF), ("traced", TRACED)] {
+        group.bench_function(name, |b| {
+            tracing::dispatcher::with_default(&subscribers[mode], || {
+                b.iter(|| one_calls_instrumentation("mcp__demo__echo", "default"))
+            })
+        });
+    }
     group.finish();
 
     let mut group = c.benchmark_group("telemetry_4KiB");
@@ -348,9 +364,12 @@ fn bench(c: &mut Criterion) {
     traced.force_flush().unwrap();
     dropping.force_flush().unwrap();
     let exported = exports.load(Ordering::Relaxed);
+    let calls = DROPPED_CALLS.load(Ordering::Relaxed).max(1);
     eprintln!(
-        "traced: the receiver got {exported} export requests; traced_dropped: {} spans dropped",
-        dropped_spans.load(Ordering::Relaxed)
+        "traced: the receiver got {exported} export requests; traced_dropped: {} spans \
+         dropped, {:.2} a call",
+        dropped_spans.load(Ordering::Relaxed),
+        dropped_spans.load(Ordering::Relaxed) as f64 / calls as f64
     );
     if only.is_none() {
         assert!(exported > 0, "the traced calls' spans reached the receiver");

@@ -75,36 +75,40 @@ pub(crate) async fn open_storage(
         .await
         .map_err(|e| StartError::Results(format!("opening the registry panicked: {e}")))??;
     let registry = Arc::new(registry);
-    let secret_key = results_key(&storage.results, secret_store)?;
-    let (dir, location, index) = (
+    let (dir, location, secrets, index) = (
         data_dir.to_path_buf(),
         storage.results.clone(),
+        secret_store.clone(),
         Arc::new(RegistryIndex(registry.clone())),
     );
     let results = tokio::task::spawn_blocking(move || {
-        ResultStore::open_at(&dir, &location, secret_key, limits, Some(index))
+        open_results(&dir, &location, &secrets, limits, Some(index))
     })
     .await
-    .map_err(|e| StartError::Results(format!("opening the results store panicked: {e}")))?
-    .map_err(|e| StartError::Results(e.to_string()))?;
+    .map_err(|e| StartError::Results(format!("opening the results store panicked: {e}")))??;
     Ok((registry, results))
 }
 
-/// The S3 secret access key of the results store `location` names (read from the secret
-/// store when the setting is `secret:NAME`); `None` for the local store.
-pub(crate) fn results_key(
+/// Opens the results store `location` names for `data_dir`, its S3 secret access key
+/// read from `secrets` when the setting is `secret:NAME` (a missing entry is a
+/// [`StartError::Secrets`] naming the setting). Blocking: the secret store, the disk, S3.
+pub(crate) fn open_results(
+    data_dir: &std::path::Path,
     location: &crate::config::ResultsLocation,
-    secret_store: &SecretStore,
-) -> Result<Option<String>, StartError> {
-    match location {
+    secrets: &SecretStore,
+    limits: crate::results::ResultLimits,
+    index: Option<Arc<dyn crate::results::ResultIndex>>,
+) -> Result<ResultStore, StartError> {
+    let secret_key = match location {
         crate::config::ResultsLocation::S3(s3) => resolve_secret(
-            secret_store,
+            secrets,
             "results.secret_access_key",
             s3.secret_access_key.as_deref(),
-        )
-        .map_err(|e| StartError::Results(e.to_string())),
-        crate::config::ResultsLocation::Local => Ok(None),
-    }
+        )?,
+        crate::config::ResultsLocation::Local => None,
+    };
+    ResultStore::open_at(data_dir, location, secret_key, limits, index)
+        .map_err(|e| StartError::Results(e.to_string()))
 }
 
 /// A settings value that may name a secret-store entry (`secret:NAME`), resolved.

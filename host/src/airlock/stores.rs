@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use super::outputs::{export_failure, read_failure};
 use super::services::registry_failure;
-use super::start::{StartError, results_key};
+use super::start::{StartError, open_results};
 use crate::config::Storage;
 use crate::error::{CallError, ErrorCode};
 use crate::registry::{ApprovalGrant, Registry};
@@ -24,8 +24,7 @@ pub struct Stores {
     limits: ResultLimits,
     registry: OnceLock<Arc<Registry>>,
     results: OnceLock<ResultStore>,
-    /// Held while a store opens, so two threads asking at once open it once (a second
-    /// results store would start a second writer thread).
+    /// Held while a store opens (see [`Stores::opened`]).
     opening: Mutex<()>,
 }
 
@@ -60,37 +59,46 @@ impl Stores {
 
     /// The registry, opened on first use.
     pub(crate) fn registry(&self) -> Result<&Arc<Registry>, StartError> {
-        if let Some(registry) = self.registry.get() {
-            return Ok(registry);
-        }
-        let _opening = self.opening.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(registry) = self.registry.get() {
-            return Ok(registry);
-        }
-        let registry = Registry::open_at(&self.data_dir, &self.storage.registry)?;
-        Ok(self.registry.get_or_init(|| Arc::new(registry)))
+        self.opened(&self.registry, || {
+            Ok(Arc::new(Registry::open_at(
+                &self.data_dir,
+                &self.storage.registry,
+            )?))
+        })
     }
 
     /// The results store, opened on first use (its S3 key read from the secret store
     /// when the settings name one there).
     fn results(&self) -> Result<&ResultStore, StartError> {
-        if let Some(results) = self.results.get() {
-            return Ok(results);
+        self.opened(&self.results, || {
+            let secrets = SecretStore::open(&self.data_dir)?;
+            open_results(
+                &self.data_dir,
+                &self.storage.results,
+                &secrets,
+                self.limits,
+                None,
+            )
+        })
+    }
+
+    /// The store in `cell`, made by `open` the first time it is asked for: once, however
+    /// many threads ask at once (a second results store would start a second writer
+    /// thread).
+    fn opened<'a, T>(
+        &'a self,
+        cell: &'a OnceLock<T>,
+        open: impl FnOnce() -> Result<T, StartError>,
+    ) -> Result<&'a T, StartError> {
+        if let Some(store) = cell.get() {
+            return Ok(store);
         }
         let _opening = self.opening.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(results) = self.results.get() {
-            return Ok(results);
+        if let Some(store) = cell.get() {
+            return Ok(store);
         }
-        let secret_key = results_key(&self.storage.results, &SecretStore::open(&self.data_dir)?)?;
-        let results = ResultStore::open_at(
-            &self.data_dir,
-            &self.storage.results,
-            secret_key,
-            self.limits,
-            None,
-        )
-        .map_err(|e| StartError::Results(e.to_string()))?;
-        Ok(self.results.get_or_init(|| results))
+        let store = open()?;
+        Ok(cell.get_or_init(|| store))
     }
 
     /// Reads a page of a retained output of `service` for `agent`: only the agent whose

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use airlock_host::config::{Config, process_env};
-use airlock_host::telemetry::{Settings, export, stage_done};
+use airlock_host::telemetry::{Settings, Stage, export};
 use airlock_host::{Airlock, AirlockOptions, CallOptions};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
@@ -143,43 +143,29 @@ fn one_calls_instrumentation(tool: &str, agent: &str) {
     );
     let _in_root = root.enter();
     tracing::Span::current().record("airlock.service", "demo");
-    let started = Instant::now();
-    tracing::info_span!(target: "airlock_host", "access").in_scope(|| std::hint::black_box(()));
-    stage_done("access", started);
-    let _ = tracing::info_span!(target: "airlock_host", "session").enter();
-    stage_done("session", started);
-    let upstream = tracing::info_span!(
-        target: "airlock_host",
-        "upstream",
-        otel.name = %format_args!("tools/call {tool}"),
-        otel.kind = "client",
-        mcp.method.name = "tools/call",
-        gen_ai.tool.name = tool,
-        airlock.service = "demo",
-    );
-    std::hint::black_box(airlock_host::telemetry::context_of(&upstream));
-    let _ = upstream.enter();
-    stage_done("upstream", started);
-    tracing::info_span!(target: "airlock_host", "content", airlock.plugin = "builtin:standard")
-        .in_scope(|| std::hint::black_box(()));
-    stage_done("content", started);
-    let redaction = tracing::info_span!(
-        target: "airlock_host",
-        "redaction",
-        airlock.plugin = "builtin:standard",
-        airlock.redactions = Empty,
-    );
-    redaction.in_scope(|| std::hint::black_box(()));
-    stage_done("redaction", started);
-    redaction.record("airlock.redactions", 0u64);
-    let retain = tracing::info_span!(target: "airlock_host", "retain", airlock.output_id = Empty, airlock.result.size = Empty);
-    let _ = retain.enter();
-    stage_done("retain", started);
-    tracing::record_all!(
-        retain,
-        airlock.output_id = Some("id"),
-        airlock.result.size = 4096u64
-    );
+    Stage::start("access").done();
+    Stage::start("session").done();
+    let mut upstream = Stage::start("upstream");
+    if upstream.recorded() {
+        upstream.set_str("otel.name", &format!("tools/call {tool}"));
+        upstream.set_str("otel.kind", "client");
+        upstream.set_str("mcp.method.name", "tools/call");
+        upstream.set_str("gen_ai.tool.name", tool);
+        upstream.set_str("airlock.service", "demo");
+    }
+    std::hint::black_box(upstream.context());
+    upstream.done();
+    let mut content = Stage::start("content");
+    content.set_str("airlock.plugin", "builtin:standard");
+    content.done();
+    let mut redaction = Stage::start("redaction");
+    redaction.set_str("airlock.plugin", "builtin:standard");
+    redaction.set_u64("airlock.redactions", 0);
+    redaction.done();
+    let mut retain = Stage::start("retain");
+    retain.set_str("airlock.output_id", "id");
+    retain.set_u64("airlock.result.size", 4096);
+    retain.done();
     drop(_in_root);
     if !root.is_disabled() {
         tracing::record_all!(root, airlock.outcome = "ok", airlock.result.size = 4096u64);

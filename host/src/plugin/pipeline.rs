@@ -11,6 +11,7 @@ use super::{
 };
 use crate::config::{AdapterConfig, Adapters};
 use crate::secrets::KnownSecrets;
+use crate::telemetry::Stage;
 
 /// A converted, redacted result and the marks of what was redacted.
 #[derive(Debug, Clone)]
@@ -201,22 +202,17 @@ impl ServicePipeline {
         scrub: &KnownSecrets,
     ) -> Result<Processed, PluginError> {
         let is_error = result.is_error;
-        let started = std::time::Instant::now();
-        let mut converted =
-            tracing::info_span!("content", airlock.plugin = self.content.plugin_name(),)
-                .in_scope(|| convert_now(&self.content, result, scrub))?;
-        crate::telemetry::stage_done("content", started);
+        let mut stage = Stage::start("content");
+        stage.set_str("airlock.plugin", self.content.plugin_name());
+        let mut converted = convert_now(&self.content, result, scrub)?;
+        stage.done();
         let mut marks = Vec::new();
-        for stage in &self.redaction {
-            let started = std::time::Instant::now();
-            let span = tracing::info_span!(
-                "redaction",
-                airlock.plugin = stage.plugin_name(),
-                airlock.redactions = tracing::field::Empty,
-            );
-            let redacted = span.in_scope(|| redact_now(stage, converted, secrets, scrub))?;
-            crate::telemetry::stage_done("redaction", started);
-            span.record("airlock.redactions", redacted.marks.len() as u64);
+        for plugin in &self.redaction {
+            let mut stage = Stage::start("redaction");
+            stage.set_str("airlock.plugin", plugin.plugin_name());
+            let redacted = redact_now(plugin, converted, secrets, scrub)?;
+            stage.set_u64("airlock.redactions", redacted.marks.len() as u64);
+            stage.done();
             converted = redacted.result;
             marks.extend(redacted.marks);
         }

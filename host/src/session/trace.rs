@@ -34,6 +34,16 @@ impl TraceContext {
         })
     }
 
+    /// A context Airlock made itself (a span's own): well-formed by construction, so
+    /// not checked again.
+    pub(crate) fn own(traceparent: String, tracestate: Option<String>) -> TraceContext {
+        debug_assert!(valid_traceparent(&traceparent), "{traceparent}");
+        TraceContext {
+            traceparent,
+            tracestate,
+        }
+    }
+
     /// The `traceparent` value.
     pub fn traceparent(&self) -> &str {
         &self.traceparent

@@ -77,6 +77,15 @@ pub(super) struct Queue {
     dropped: AtomicU64,
 }
 
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue")
+            .field("capacity", &self.capacity)
+            .field("batch", &self.batch)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Queue {
     fn lock(&self) -> MutexGuard<'_, Pending> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())

@@ -1,8 +1,9 @@
-//! Traces and stage timings. Every call runs inside `tracing` spans — a root span for the
-//! call and one per stage (access, policy, session, the upstream request, the content
-//! plugin, each redaction plugin, result policy, retention) — and each stage's time goes
-//! to the `airlock_stage_duration_seconds` histogram through the `metrics` facade. With
-//! no subscriber interested and no recorder installed, neither does any work.
+//! Traces and stage timings. Every call runs inside a `tracing` span, its root, and each
+//! of its stages (access, policy, session, the upstream request, the content plugin,
+//! each redaction plugin, result policy, retention) is a [`Stage`]: a child span of the
+//! call when spans are exported, and a sample of the `airlock_stage_duration_seconds`
+//! histogram through the `metrics` facade. With no subscriber interested and no recorder
+//! installed, neither does any work.
 //!
 //! With the `otel` feature, [`spans`] records Airlock's spans as they close and
 //! [`export`] sends them to an OpenTelemetry collector over OTLP/HTTP from a thread of
@@ -148,6 +149,85 @@ pub fn stage_done(stage: &'static str, started: Instant) {
     metrics::histogram!(STAGE_SECONDS, "stage" => stage).record(started.elapsed().as_secs_f64());
 }
 
+/// One stage of a call (`access`, `policy`, `session`, `upstream`, `content`,
+/// `redaction`, `result_policy`, `retain`): timed into [`STAGE_SECONDS`] when
+/// [`done`](Stage::done), and, when the calling thread is inside a call whose spans are
+/// exported, a child span of the call, named after the stage, that ends when the
+/// `Stage` is dropped. Open it where the stage starts, in the call's span.
+#[derive(Debug)]
+pub struct Stage {
+    name: &'static str,
+    started: Instant,
+    #[cfg(feature = "otel")]
+    span: Option<spans::StageSpan>,
+}
+
+impl Stage {
+    /// Stage `name` starts now.
+    pub fn start(name: &'static str) -> Stage {
+        Stage {
+            name,
+            started: Instant::now(),
+            #[cfg(feature = "otel")]
+            span: spans::StageSpan::open(name),
+        }
+    }
+
+    /// Whether the stage is recorded as a span (what is set on it is kept).
+    pub fn recorded(&self) -> bool {
+        #[cfg(feature = "otel")]
+        return self.span.is_some();
+        #[cfg(not(feature = "otel"))]
+        false
+    }
+
+    /// Sets text attribute `name` (`otel.name`, `otel.kind` and `otel.status_code` set
+    /// the span's name, kind and status, as on a `tracing` span). Nothing happens when
+    /// the stage is not recorded.
+    pub fn set_str(&mut self, name: &'static str, value: &str) {
+        #[cfg(feature = "otel")]
+        if let Some(span) = &mut self.span {
+            span.set(name, spans::FieldValue::Str(value.to_string()));
+        }
+        #[cfg(not(feature = "otel"))]
+        let _ = (name, value);
+    }
+
+    /// Sets number attribute `name`. Nothing happens when the stage is not recorded.
+    pub fn set_u64(&mut self, name: &'static str, value: u64) {
+        #[cfg(feature = "otel")]
+        if let Some(span) = &mut self.span {
+            span.set(name, spans::unsigned(value));
+        }
+        #[cfg(not(feature = "otel"))]
+        let _ = (name, value);
+    }
+
+    /// The stage's W3C trace context (`traceparent`, `tracestate`), to pass to the server
+    /// it calls; `None` when it is not recorded.
+    pub fn context(&self) -> Option<(String, Option<String>)> {
+        #[cfg(feature = "otel")]
+        return self.span.as_ref().map(spans::StageSpan::context);
+        #[cfg(not(feature = "otel"))]
+        None
+    }
+
+    /// The stage is over: its time goes to [`STAGE_SECONDS`], and its span ends. (A stage
+    /// dropped without `done`, a call cancelled in it, ends its span but records no time.)
+    pub fn done(self) {
+        stage_done(self.name, self.started);
+    }
+}
+
+impl Drop for Stage {
+    fn drop(&mut self) {
+        #[cfg(feature = "otel")]
+        if let Some(span) = self.span.take() {
+            span.close();
+        }
+    }
+}
+
 /// Makes the caller's W3C trace context (`traceparent`, `tracestate`) the parent of
 /// `span`, when spans are exported. Nothing happens otherwise.
 pub fn adopt_parent(span: &tracing::Span, traceparent: &str, tracestate: Option<&str>) {
@@ -155,18 +235,6 @@ pub fn adopt_parent(span: &tracing::Span, traceparent: &str, tracestate: Option<
     spans::adopt_parent(span, traceparent, tracestate);
     #[cfg(not(feature = "otel"))]
     let _ = (span, traceparent, tracestate);
-}
-
-/// `span`'s own W3C trace context (`traceparent`, `tracestate`), to pass to the server
-/// it calls; `None` when spans are not exported.
-pub fn context_of(span: &tracing::Span) -> Option<(String, Option<String>)> {
-    #[cfg(feature = "otel")]
-    return spans::context_of(span);
-    #[cfg(not(feature = "otel"))]
-    {
-        let _ = span;
-        None
-    }
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ use super::services::Services;
 use crate::error::{CallError, ErrorCode};
 use crate::events::EventBus;
 use crate::session::PerCallAskers;
-use crate::telemetry::stage_done;
+use crate::telemetry::Stage;
 use process::Process;
 use report::Report;
 use resolve::{Resolve, Resolved};
@@ -183,11 +183,13 @@ impl Calls {
         let Allowed { arguments, call } = if found.pipeline.policy().is_empty() {
             Allowed::unchecked(arguments)
         } else {
-            self.policy
-                .before(&options.agent, found, arguments)
-                .instrument(report::policy_span("policy"))
-                .timed("policy")
-                .await?
+            let mut stage = Stage::start("policy");
+            let allowed = self
+                .policy
+                .before(&options.agent, found, arguments, &mut stage)
+                .await;
+            stage.done();
+            allowed?
         };
         let upstream: &Upstream = &self.upstream;
         let reply = upstream.send(found, arguments, options).await?;
@@ -198,12 +200,19 @@ impl Calls {
         };
         let mut done = process.run(found, reply.result).await?;
         if let Some(call) = &call {
+            let mut stage = Stage::start("result_policy");
             let replacement = self
                 .policy
-                .after(call, &found.pipeline, &done.result, &process.known)
-                .instrument(report::policy_span("result_policy"))
-                .timed("result_policy")
-                .await?;
+                .after(
+                    call,
+                    &found.pipeline,
+                    &done.result,
+                    &process.known,
+                    &mut stage,
+                )
+                .await;
+            stage.done();
+            let replacement = replacement?;
             if let Some(replacement) = replacement {
                 done = process.run_replacement(found, replacement).await?;
             }
@@ -229,7 +238,7 @@ impl Calls {
     /// The access stage: grants and the embedder's callback. A denied call never
     /// reaches the server (checked before any session opens).
     async fn admit(&self, agent: &str, found: &Resolved) -> Result<(), CallError> {
-        let stage = Instant::now();
+        let stage = Stage::start("access");
         let checked = self
             .access
             .authorize(&AccessRequest::Call {
@@ -237,9 +246,8 @@ impl Calls {
                 service: &found.tool.service,
                 tool: &found.tool.name,
             })
-            .instrument(tracing::info_span!("access"))
             .await;
-        stage_done("access", stage);
+        stage.done();
         checked
     }
 }
@@ -254,15 +262,3 @@ fn object(arguments: Value) -> Result<Map<String, Value>, CallError> {
         )),
     }
 }
-
-/// A stage's future, timed into `airlock_stage_duration_seconds`.
-trait Timed: std::future::Future + Sized {
-    async fn timed(self, stage: &'static str) -> Self::Output {
-        let started = Instant::now();
-        let out = self.await;
-        stage_done(stage, started);
-        out
-    }
-}
-
-impl<F: std::future::Future> Timed for F {}

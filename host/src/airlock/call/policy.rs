@@ -23,6 +23,7 @@ use crate::plugin::{
     Call, CallVerdict, PolicyRecord, ResultOutcome, ServicePipeline, ToolResult as WitResult,
 };
 use crate::secrets::KnownSecrets;
+use crate::telemetry::Stage;
 
 /// The policy chain on calls, results and URL questions.
 pub(crate) struct PolicyStage {
@@ -58,6 +59,7 @@ impl PolicyStage {
         agent: &str,
         found: &Resolved,
         arguments: Map<String, Value>,
+        stage: &mut Stage,
     ) -> Result<Allowed, CallError> {
         if found.pipeline.policy().is_empty() {
             return Ok(Allowed::unchecked(arguments));
@@ -72,7 +74,13 @@ impl PolicyStage {
             roots: self.agents.root_uris(agent),
         };
         let arguments = self
-            .enforce_call(&found.pipeline, &call, &found.service.secrets(), arguments)
+            .enforce_call(
+                &found.pipeline,
+                &call,
+                &found.service.secrets(),
+                arguments,
+                stage,
+            )
             .await?;
         Ok(Allowed {
             arguments,
@@ -88,6 +96,7 @@ impl PolicyStage {
         call: &Call,
         known: &KnownSecrets,
         given: Map<String, Value>,
+        stage: &mut Stage,
     ) -> Result<Map<String, Value>, CallError> {
         let chain = pipeline.policy();
         let mut from = 0;
@@ -95,7 +104,7 @@ impl PolicyStage {
         loop {
             let mut records = Vec::new();
             let verdict = chain.check_call(&current, from, known, &mut records).await;
-            self.record(call, records, known);
+            self.record(call, records, known, stage);
             match verdict {
                 // Unchanged arguments are not read back from their text.
                 CallVerdict::Run(arguments) if arguments == call.arguments => return Ok(given),
@@ -156,6 +165,7 @@ impl PolicyStage {
                             mode: crate::config::PolicyMode::Enforce,
                         }],
                         known,
+                        stage,
                     );
                     if decision == "declined" {
                         return Err(denied(
@@ -178,13 +188,14 @@ impl PolicyStage {
         pipeline: &ServicePipeline,
         result: &WitResult,
         known: &KnownSecrets,
+        stage: &mut Stage,
     ) -> Result<Option<WitResult>, CallError> {
         let mut records = Vec::new();
         let outcome = pipeline
             .policy()
             .check_result(call, result, known, &mut records)
             .await;
-        self.record(call, records, known);
+        self.record(call, records, known, stage);
         match outcome {
             ResultOutcome::Release => Ok(None),
             ResultOutcome::Withheld(message) => Err(denied(known, message)),
@@ -192,15 +203,20 @@ impl PolicyStage {
         }
     }
 
-    /// Logs each decision, records the last on the stage's span, and sends each as an
+    /// Logs each decision, records the last on the policy `stage`, and sends each as an
     /// event, scrubbed of `known`.
-    fn record(&self, call: &Call, records: Vec<PolicyRecord>, known: &KnownSecrets) {
-        let span = tracing::Span::current();
+    fn record(
+        &self,
+        call: &Call,
+        records: Vec<PolicyRecord>,
+        known: &KnownSecrets,
+        stage: &mut Stage,
+    ) {
         for mut record in records {
             record.reason = record.reason.map(|r| known.scrub_owned(&r));
-            span.record("airlock.policy.plugin", record.plugin.as_str());
-            span.record("airlock.policy.decision", record.decision);
-            span.record("airlock.policy.rule", record.rule.as_str());
+            stage.set_str("airlock.policy.plugin", &record.plugin);
+            stage.set_str("airlock.policy.decision", record.decision);
+            stage.set_str("airlock.policy.rule", &record.rule);
             tracing::info!(
                 agent = %call.agent,
                 service = %call.service,
@@ -260,10 +276,14 @@ impl PolicyStage {
             Value::Object(map) => map,
             _ => Map::new(),
         };
-        match self
-            .enforce_call(&pipeline, &call, &svc.secrets(), given)
-            .await
-        {
+        // A span of its own under the call the question came in (its decision recorded
+        // there), but no sample of the policy stage's time: that counts calls.
+        let mut stage = Stage::start("policy");
+        let checked = self
+            .enforce_call(&pipeline, &call, &svc.secrets(), given, &mut stage)
+            .await;
+        drop(stage);
+        match checked {
             Ok(allowed) => Ok(allowed
                 .get("url")
                 .and_then(Value::as_str)

@@ -37,17 +37,6 @@ pub(super) fn call_span(tool: &str, options: &CallOptions) -> tracing::Span {
     span
 }
 
-/// A policy stage's span; the decision is recorded on it as the chain decides.
-pub(super) fn policy_span(stage: &'static str) -> tracing::Span {
-    tracing::info_span!(
-        "policy",
-        otel.name = stage,
-        airlock.policy.plugin = Empty,
-        airlock.policy.decision = Empty,
-        airlock.policy.rule = Empty,
-    )
-}
-
 /// The call's outcome on its root span: `ok`, `tool_error`, or the error code (also as
 /// `error.type` and an error status, with the message as its description).
 pub(super) fn record_outcome(span: &tracing::Span, outcome: &Result<CallOutput, CallError>) {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::airlock::outputs::Outputs;
 use crate::results::{Prepared, Retained};
+use crate::telemetry::Stage;
 
 /// Keeps processed results (see [`Outputs`]).
 pub(super) struct Retain {
@@ -14,21 +15,13 @@ pub(super) struct Retain {
 impl Retain {
     /// Keeps `prepared` for `service`: its record and preview.
     pub(super) async fn keep(&self, service: &str, prepared: Prepared) -> (Retained, String) {
-        let retain = tracing::info_span!(
-            "retain",
-            airlock.output_id = tracing::field::Empty,
-            airlock.result.size = tracing::field::Empty,
-        );
-        let stage = std::time::Instant::now();
-        let (retained, preview) =
-            tracing::Instrument::instrument(self.outputs.keep(service, prepared), retain.clone())
-                .await;
-        crate::telemetry::stage_done("retain", stage);
-        tracing::record_all!(
-            retain,
-            airlock.output_id = retained.output_id.as_deref(),
-            airlock.result.size = retained.size as u64,
-        );
+        let mut stage = Stage::start("retain");
+        let (retained, preview) = self.outputs.keep(service, prepared).await;
+        if let Some(id) = &retained.output_id {
+            stage.set_str("airlock.output_id", id);
+        }
+        stage.set_u64("airlock.result.size", retained.size as u64);
+        stage.done();
         (retained, preview)
     }
 }

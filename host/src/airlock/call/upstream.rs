@@ -4,11 +4,9 @@
 //! the caller and published, in order with the result.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
-use tracing::Instrument;
 
 use super::options::CallOptions;
 use super::resolve::Resolved;
@@ -18,7 +16,7 @@ use crate::error::{CallError, ErrorCode};
 use crate::events::{Event, EventBus};
 use crate::mcp::ToolResult;
 use crate::session::{CallControl, ProgressUpdate, Session, TraceContext};
-use crate::telemetry::{self, stage_done};
+use crate::telemetry::Stage;
 
 /// What the server answered.
 pub(super) struct Reply {
@@ -49,13 +47,9 @@ impl Upstream {
         // The service's limits: a slot among its calls in flight, held to the end, and
         // the rates' tokens. A refused call never reaches the server.
         let _permit = service.guard.admit(&options.agent)?;
-        let stage = Instant::now();
-        let live = self
-            .services
-            .open(&options.agent, &tool.service)
-            .instrument(tracing::info_span!("session"))
-            .await;
-        stage_done("session", stage);
+        let stage = Stage::start("session");
+        let live = self.services.open(&options.agent, &tool.service).await;
+        stage.done();
         let live = live?;
 
         // Progress: count it, pass it to the caller, and publish it as events. Drained
@@ -87,16 +81,17 @@ impl Upstream {
         };
         // The request to the server: its span's context goes with it (in `_meta`, and as
         // the `traceparent` header over HTTP), so the server's spans join this trace.
-        let upstream = tracing::info_span!(
-            "upstream",
-            otel.name = %format_args!("tools/call {}", tool.raw_name),
-            otel.kind = "client",
-            mcp.method.name = "tools/call",
-            gen_ai.tool.name = tool.raw_name.as_str(),
-            airlock.service = tool.service.as_str(),
-        );
-        let trace = telemetry::context_of(&upstream)
-            .and_then(|(parent, state)| TraceContext::new(&parent, state.as_deref()))
+        let mut upstream = Stage::start("upstream");
+        if upstream.recorded() {
+            upstream.set_str("otel.name", &format!("tools/call {}", tool.raw_name));
+            upstream.set_str("otel.kind", "client");
+            upstream.set_str("mcp.method.name", "tools/call");
+            upstream.set_str("gen_ai.tool.name", &tool.raw_name);
+            upstream.set_str("airlock.service", &tool.service);
+        }
+        let trace = upstream
+            .context()
+            .map(|(parent, state)| TraceContext::own(parent, state))
             .or_else(|| options.trace.clone());
         let control = CallControl {
             timeout: Some(options.timeout.unwrap_or(service.config.tool_timeout)),
@@ -110,14 +105,13 @@ impl Upstream {
             }),
         };
         let call = async {
-            let stage = Instant::now();
             let session: &Session = &live.session;
             let reply = session.call_tool(&tool.raw_name, arguments, control).await;
             drop(live);
-            stage_done("upstream", stage);
+            upstream.done();
             reply
         };
-        let (reply, progress_seen) = tokio::join!(call.instrument(upstream), forward);
+        let (reply, progress_seen) = tokio::join!(call, forward);
         // A transport that closed under the call counts toward the breaker; the call is
         // not sent again (the server may have started it).
         match reply {

@@ -182,7 +182,10 @@ impl SpanExport {
         };
         let thread = std::thread::Builder::new()
             .name("airlock-spans".into())
-            .spawn(move || sending.run())
+            .spawn(move || {
+                yield_to_calls();
+                sending.run()
+            })
             .map_err(|e| ExportError::Build(format!("cannot start the export thread: {e}")))?;
         Ok(SpanExport {
             queue,
@@ -325,6 +328,21 @@ impl<E: SpanExporter> Sending<E> {
             }
         };
         (taken, pending.flushes_asked, pending.closing)
+    }
+}
+
+/// Gives the calling thread the lowest CPU priority (nice 19), on Linux, where a nice
+/// value belongs to a thread: the export thread's batches (converting, scrubbing and
+/// encoding hundreds of spans at once) then wait for a free core instead of taking one
+/// from the calls whose spans they are. Elsewhere a nice value is the whole process's,
+/// so nothing changes.
+fn yield_to_calls() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority reads and writes no memory of ours; with PRIO_PROCESS and
+    // `who` 0 it changes the calling thread's nice value only (Linux's threads each
+    // have their own), and a refusal (EACCES cannot happen when lowering) is harmless.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, 19);
     }
 }
 

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use airlock_host::config::{Config, process_env};
-use airlock_host::telemetry::{Settings, Stage, export};
+use airlock_host::telemetry::{CallTrace, Settings, export};
 use airlock_host::{Airlock, AirlockOptions, CallOptions};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
@@ -141,11 +141,12 @@ fn one_calls_instrumentation(tool: &str, agent: &str) {
         otel.status_code = Empty,
         otel.status_description = Empty,
     );
+    let trace = CallTrace::of(&root);
     let _in_root = root.enter();
     tracing::Span::current().record("airlock.service", "demo");
-    Stage::start("access").done();
-    Stage::start("session").done();
-    let mut upstream = Stage::start("upstream");
+    trace.stage("access").done();
+    trace.stage("session").done();
+    let mut upstream = trace.stage("upstream");
     if upstream.recorded() {
         upstream.set_str("otel.name", &format!("tools/call {tool}"));
         upstream.set_str("otel.kind", "client");
@@ -155,14 +156,14 @@ fn one_calls_instrumentation(tool: &str, agent: &str) {
     }
     std::hint::black_box(upstream.context());
     upstream.done();
-    let mut content = Stage::start("content");
+    let mut content = trace.stage("content");
     content.set_str("airlock.plugin", "builtin:standard");
     content.done();
-    let mut redaction = Stage::start("redaction");
+    let mut redaction = trace.stage("redaction");
     redaction.set_str("airlock.plugin", "builtin:standard");
     redaction.set_u64("airlock.redactions", 0);
     redaction.done();
-    let mut retain = Stage::start("retain");
+    let mut retain = trace.stage("retain");
     retain.set_str("airlock.output_id", "id");
     retain.set_u64("airlock.result.size", 4096);
     retain.done();

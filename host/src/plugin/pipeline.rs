@@ -11,7 +11,7 @@ use super::{
 };
 use crate::config::{AdapterConfig, Adapters};
 use crate::secrets::KnownSecrets;
-use crate::telemetry::Stage;
+use crate::telemetry::CallTrace;
 
 /// A converted, redacted result and the marks of what was redacted.
 #[derive(Debug, Clone)]
@@ -154,7 +154,7 @@ impl ServicePipeline {
         result: crate::mcp::ToolResult,
         known: &KnownSecrets,
     ) -> Result<Processed, PluginError> {
-        self.process_then(result, known, |processed| processed)
+        self.process_then(result, known, CallTrace::current(), |processed| processed)
             .await
     }
 
@@ -167,11 +167,12 @@ impl ServicePipeline {
     /// Plugins never run as an async worker: wasmtime-wasi's synchronous stdio (a plugin
     /// that prints) enters the tokio runtime to block, which a worker must not do, and a
     /// plugin may run up to its deadline. The section leaves the worker role first (see
-    /// `blocking`).
+    /// `blocking`). The content and redaction stages are recorded in `trace`.
     pub async fn process_then<R: Send + 'static>(
         self: &Arc<Self>,
         result: crate::mcp::ToolResult,
         known: &KnownSecrets,
+        trace: CallTrace,
         finish: impl FnOnce(Processed) -> R + Send + 'static,
     ) -> Result<R, PluginError> {
         let _budget = self
@@ -181,34 +182,38 @@ impl ServicePipeline {
             .await;
         let pipeline = self.clone();
         let known = known.clone();
-        // The plugins' spans belong to the caller's (the call's trace).
+        // What the plugins log belongs to the caller's span (the call's).
         let span = tracing::Span::current();
         blocking(move || {
             let _in_call = span.enter();
             let secrets = plugin_secrets(&known);
             let result = super::result_into_wit(result);
-            pipeline.process_now(result, &secrets, &known).map(finish)
+            pipeline
+                .process_now(result, &secrets, &known, &trace)
+                .map(finish)
         })
         .await
     }
 
     /// [`ServicePipeline::process`] on the calling thread. Blocking (plugins run up to
     /// their deadline): call it from a blocking context, never on an async worker.
-    /// `scrub` is the service's known secrets, scrubbed from what plugins log.
+    /// `scrub` is the service's known secrets, scrubbed from what plugins log; `trace` is
+    /// where the content and redaction stages are recorded.
     pub fn process_now(
         &self,
         result: ToolResult,
         secrets: &[Secret],
         scrub: &KnownSecrets,
+        trace: &CallTrace,
     ) -> Result<Processed, PluginError> {
         let is_error = result.is_error;
-        let mut stage = Stage::start("content");
+        let mut stage = trace.stage("content");
         stage.set_str("airlock.plugin", self.content.plugin_name());
         let mut converted = convert_now(&self.content, result, scrub)?;
         stage.done();
         let mut marks = Vec::new();
         for plugin in &self.redaction {
-            let mut stage = Stage::start("redaction");
+            let mut stage = trace.stage("redaction");
             stage.set_str("airlock.plugin", plugin.plugin_name());
             let redacted = redact_now(plugin, converted, secrets, scrub)?;
             stage.set_u64("airlock.redactions", redacted.marks.len() as u64);

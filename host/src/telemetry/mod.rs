@@ -149,11 +149,58 @@ pub fn stage_done(stage: &'static str, started: Instant) {
     metrics::histogram!(STAGE_SECONDS, "stage" => stage).record(started.elapsed().as_secs_f64());
 }
 
+/// Where a call's stages are recorded: the call's span, when it is recorded for
+/// export; otherwise nowhere, and its stages only time themselves. Find it once per call
+/// ([`CallTrace::of`]) and open each stage from it ([`CallTrace::stage`]), which needs no
+/// lookup of the current span.
+#[derive(Debug, Clone, Default)]
+pub struct CallTrace {
+    #[cfg(feature = "otel")]
+    parent: Option<spans::Parent>,
+}
+
+impl CallTrace {
+    /// The trace of the call whose span is `span` (or of the recorded span above it).
+    pub fn of(span: &tracing::Span) -> CallTrace {
+        #[cfg(feature = "otel")]
+        return CallTrace {
+            parent: spans::Parent::of(span),
+        };
+        #[cfg(not(feature = "otel"))]
+        {
+            let _ = span;
+            CallTrace {}
+        }
+    }
+
+    /// The trace of the call the calling thread is in (its current span's).
+    pub fn current() -> CallTrace {
+        #[cfg(feature = "otel")]
+        return CallTrace {
+            parent: spans::Parent::current(),
+        };
+        #[cfg(not(feature = "otel"))]
+        CallTrace {}
+    }
+
+    /// Stage `name` of this call starts now.
+    pub fn stage(&self, name: &'static str) -> Stage {
+        Stage {
+            name,
+            started: Instant::now(),
+            #[cfg(feature = "otel")]
+            span: self
+                .parent
+                .as_ref()
+                .map(|parent| spans::StageSpan::open(parent, name)),
+        }
+    }
+}
+
 /// One stage of a call (`access`, `policy`, `session`, `upstream`, `content`,
 /// `redaction`, `result_policy`, `retain`): timed into [`STAGE_SECONDS`] when
-/// [`done`](Stage::done), and, when the calling thread is inside a call whose spans are
-/// exported, a child span of the call, named after the stage, that ends when the
-/// `Stage` is dropped. Open it where the stage starts, in the call's span.
+/// [`done`](Stage::done), and, when the call is recorded for export, a child span of
+/// the call, named after the stage, that ends when the `Stage` is dropped.
 #[derive(Debug)]
 pub struct Stage {
     name: &'static str,
@@ -163,14 +210,10 @@ pub struct Stage {
 }
 
 impl Stage {
-    /// Stage `name` starts now.
+    /// Stage `name` of the call the calling thread is in starts now (see
+    /// [`CallTrace::current`]; a call's own stages open from its [`CallTrace`]).
     pub fn start(name: &'static str) -> Stage {
-        Stage {
-            name,
-            started: Instant::now(),
-            #[cfg(feature = "otel")]
-            span: spans::StageSpan::open(name),
-        }
+        CallTrace::current().stage(name)
     }
 
     /// Whether the stage is recorded as a span (what is set on it is kept).

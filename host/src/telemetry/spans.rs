@@ -438,26 +438,57 @@ pub(super) fn adopt_parent(span: &tracing::Span, traceparent: &str, tracestate: 
 #[derive(Debug)]
 pub(super) struct StageSpan(Recording);
 
-impl StageSpan {
-    /// Stage `name` under the innermost span at or above the calling thread's current
-    /// span that is recorded for export; `None` when there is none.
-    pub(super) fn open(name: &'static str) -> Option<StageSpan> {
+/// A recorded span that stages open under: its queue and position.
+#[derive(Debug, Clone)]
+pub(super) struct Parent {
+    queue: Arc<Queue>,
+    position: Position,
+}
+
+impl Parent {
+    /// The innermost span at or above the calling thread's current span that is
+    /// recorded for export; `None` when there is none.
+    pub(super) fn current() -> Option<Parent> {
         tracing::dispatcher::get_default(|dispatch| {
-            let registry = dispatch.downcast_ref::<Registry>()?;
             let current = dispatch.current_span();
-            let span = registry.span(current.id()?)?;
-            span.scope().find_map(|above| {
-                let extensions = above.extensions();
-                let parent = extensions.get::<Recording>()?;
-                let position = Position {
-                    span_id: RandomIdGenerator::default().new_span_id(),
-                    ..parent.position.clone()
-                };
-                let queue = parent.queue.clone();
-                let parent_id = parent.position.span_id;
-                Some(StageSpan(Recording::new(queue, position, parent_id, name)))
+            Parent::in_scope(dispatch, current.id()?)
+        })
+    }
+
+    /// `span` itself, or the innermost recorded span above it; `None` when there is none.
+    pub(super) fn of(span: &tracing::Span) -> Option<Parent> {
+        span.with_subscriber(|(id, dispatch)| Parent::in_scope(dispatch, id))
+            .flatten()
+    }
+
+    fn in_scope(dispatch: &Dispatch, id: &Id) -> Option<Parent> {
+        let registry = dispatch.downcast_ref::<Registry>()?;
+        let span = registry.span(id)?;
+        span.scope().find_map(|above| {
+            let extensions = above.extensions();
+            let recording = extensions.get::<Recording>()?;
+            Some(Parent {
+                queue: recording.queue.clone(),
+                position: recording.position.clone(),
             })
         })
+    }
+}
+
+impl StageSpan {
+    /// Stage `name`, a child of `parent`, starting now.
+    pub(super) fn open(parent: &Parent, name: &'static str) -> StageSpan {
+        let position = Position {
+            span_id: RandomIdGenerator::default().new_span_id(),
+            ..parent.position.clone()
+        };
+        let queue = parent.queue.clone();
+        StageSpan(Recording::new(
+            queue,
+            position,
+            parent.position.span_id,
+            name,
+        ))
     }
 
     /// Records `value` as attribute `name` (or as the span's name, kind or status, for
@@ -537,7 +568,8 @@ mod tests {
         let (unsampled, sampled) = tracing::subscriber::with_default(subscriber, || {
             // A new trace at ratio 0: not kept, but its context goes on, flag off.
             let call = tracing::info_span!("call");
-            let upstream = call.in_scope(|| StageSpan::open("upstream")).unwrap();
+            let parent = call.in_scope(Parent::current).unwrap();
+            let upstream = StageSpan::open(&parent, "upstream");
             let unsampled = upstream.context();
             upstream.close();
             drop(call);
@@ -551,14 +583,14 @@ mod tests {
             );
             let mut upstream = call.in_scope(|| {
                 tracing::info!(answer = 42u64, "went out");
-                StageSpan::open("upstream").unwrap()
+                StageSpan::open(&Parent::current().unwrap(), "upstream")
             });
             upstream.set("otel.kind", FieldValue::Str("client".into()));
             let sampled = upstream.context();
             upstream.close();
             drop(call);
             // Outside any recorded span, a stage records nothing.
-            assert!(StageSpan::open("upstream").is_none());
+            assert!(Parent::current().is_none());
             (unsampled, sampled)
         });
         assert!(unsampled.0.ends_with("-00"), "{unsampled:?}");

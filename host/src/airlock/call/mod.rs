@@ -38,7 +38,7 @@ use super::services::Services;
 use crate::error::{CallError, ErrorCode};
 use crate::events::EventBus;
 use crate::session::PerCallAskers;
-use crate::telemetry::Stage;
+use crate::telemetry::CallTrace;
 use process::Process;
 use report::Report;
 use resolve::{Resolve, Resolved};
@@ -139,8 +139,9 @@ impl Calls {
         options: CallOptions,
     ) -> Result<CallOutput, CallError> {
         let span = report::call_span(tool, &options);
+        let trace = CallTrace::of(&span);
         let outcome = self
-            .run(tool, arguments, &options)
+            .run(tool, arguments, &options, &trace)
             .instrument(span.clone())
             .await;
         report::record_outcome(&span, &outcome);
@@ -153,6 +154,7 @@ impl Calls {
         tool: &str,
         arguments: Value,
         options: &CallOptions,
+        trace: &CallTrace,
     ) -> Result<CallOutput, CallError> {
         let started = Instant::now();
         let found = self.resolve.tool(tool).await?;
@@ -164,7 +166,9 @@ impl Calls {
                 .await;
         }
         self.report.started(&options.agent, &found.tool);
-        let outcome = self.stages(&found, arguments, options, started).await;
+        let outcome = self
+            .stages(&found, arguments, options, started, trace)
+            .await;
         self.report
             .finished(&options.agent, &found.tool, &outcome, started);
         outcome
@@ -177,13 +181,14 @@ impl Calls {
         arguments: Value,
         options: &CallOptions,
         started: Instant,
+        trace: &CallTrace,
     ) -> Result<CallOutput, CallError> {
         let arguments = object(arguments)?;
-        self.admit(&options.agent, found).await?;
+        self.admit(&options.agent, found, trace).await?;
         let Allowed { arguments, call } = if found.pipeline.policy().is_empty() {
             Allowed::unchecked(arguments)
         } else {
-            let mut stage = Stage::start("policy");
+            let mut stage = trace.stage("policy");
             let allowed = self
                 .policy
                 .before(&options.agent, found, arguments, &mut stage)
@@ -192,15 +197,16 @@ impl Calls {
             allowed?
         };
         let upstream: &Upstream = &self.upstream;
-        let reply = upstream.send(found, arguments, options).await?;
+        let reply = upstream.send(found, arguments, options, trace).await?;
         let process = Process {
             agent: options.agent.clone(),
             preview: options.preview.unwrap_or(self.preview),
             known: found.service.secrets(),
+            trace: trace.clone(),
         };
         let mut done = process.run(found, reply.result).await?;
         if let Some(call) = &call {
-            let mut stage = Stage::start("result_policy");
+            let mut stage = trace.stage("result_policy");
             let replacement = self
                 .policy
                 .after(
@@ -217,7 +223,10 @@ impl Calls {
                 done = process.run_replacement(found, replacement).await?;
             }
         }
-        let (retained, preview) = self.retain.keep(&found.tool.service, done.prepared).await;
+        let (retained, preview) = self
+            .retain
+            .keep(&found.tool.service, done.prepared, trace)
+            .await;
         let result = crate::plugin::result_from_wit(done.result);
         Ok(CallOutput {
             service: found.tool.service.clone(),
@@ -237,8 +246,13 @@ impl Calls {
 
     /// The access stage: grants and the embedder's callback. A denied call never
     /// reaches the server (checked before any session opens).
-    async fn admit(&self, agent: &str, found: &Resolved) -> Result<(), CallError> {
-        let stage = Stage::start("access");
+    async fn admit(
+        &self,
+        agent: &str,
+        found: &Resolved,
+        trace: &CallTrace,
+    ) -> Result<(), CallError> {
+        let stage = trace.stage("access");
         let checked = self
             .access
             .authorize(&AccessRequest::Call {

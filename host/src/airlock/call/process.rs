@@ -10,6 +10,7 @@ use crate::mcp::ToolResult;
 use crate::plugin::{RedactionMark, ToolResult as WitResult, convert};
 use crate::results::{self, Prepared};
 use crate::secrets::KnownSecrets;
+use crate::telemetry::CallTrace;
 
 /// A result converted and redacted, in the contract's form (what the result policy
 /// sees), with its redaction marks and its retained text prepared.
@@ -28,6 +29,8 @@ pub(super) struct Process {
     /// The service's known secrets as they are now (connecting may have just learned
     /// one, an OAuth access token).
     pub(super) known: KnownSecrets,
+    /// The call's trace, where the plugins' stages are recorded.
+    pub(super) trace: CallTrace,
 }
 
 impl Process {
@@ -40,7 +43,7 @@ impl Process {
         let (agent, preview) = (self.agent.clone(), self.preview);
         found
             .pipeline
-            .process_then(result, &self.known, move |processed| {
+            .process_then(result, &self.known, self.trace.clone(), move |processed| {
                 let text = convert::result_text(&processed.result);
                 let prepared =
                     results::prepare(Some(&agent), text, !processed.marks.is_empty(), preview);

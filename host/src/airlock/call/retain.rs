@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::airlock::outputs::Outputs;
 use crate::results::{Prepared, Retained};
-use crate::telemetry::Stage;
+use crate::telemetry::CallTrace;
 
 /// Keeps processed results (see [`Outputs`]).
 pub(super) struct Retain {
@@ -14,8 +14,13 @@ pub(super) struct Retain {
 
 impl Retain {
     /// Keeps `prepared` for `service`: its record and preview.
-    pub(super) async fn keep(&self, service: &str, prepared: Prepared) -> (Retained, String) {
-        let mut stage = Stage::start("retain");
+    pub(super) async fn keep(
+        &self,
+        service: &str,
+        prepared: Prepared,
+        trace: &CallTrace,
+    ) -> (Retained, String) {
+        let mut stage = trace.stage("retain");
         let (retained, preview) = self.outputs.keep(service, prepared).await;
         if let Some(id) = &retained.output_id {
             stage.set_str("airlock.output_id", id);

@@ -16,7 +16,7 @@ use crate::error::{CallError, ErrorCode};
 use crate::events::{Event, EventBus};
 use crate::mcp::ToolResult;
 use crate::session::{CallControl, ProgressUpdate, Session, TraceContext};
-use crate::telemetry::Stage;
+use crate::telemetry::CallTrace;
 
 /// What the server answered.
 pub(super) struct Reply {
@@ -42,12 +42,13 @@ impl Upstream {
         found: &Resolved,
         arguments: Map<String, Value>,
         options: &CallOptions,
+        trace: &CallTrace,
     ) -> Result<Reply, CallError> {
         let (tool, service) = (&found.tool, &found.service);
         // The service's limits: a slot among its calls in flight, held to the end, and
         // the rates' tokens. A refused call never reaches the server.
         let _permit = service.guard.admit(&options.agent)?;
-        let stage = Stage::start("session");
+        let stage = trace.stage("session");
         let live = self.services.open(&options.agent, &tool.service).await;
         stage.done();
         let live = live?;
@@ -81,7 +82,7 @@ impl Upstream {
         };
         // The request to the server: its span's context goes with it (in `_meta`, and as
         // the `traceparent` header over HTTP), so the server's spans join this trace.
-        let mut upstream = Stage::start("upstream");
+        let mut upstream = trace.stage("upstream");
         if upstream.recorded() {
             upstream.set_str("otel.name", &format!("tools/call {}", tool.raw_name));
             upstream.set_str("otel.kind", "client");

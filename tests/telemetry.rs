@@ -284,6 +284,13 @@ async fn calls_are_traced_to_a_collector_through_the_egress_rule() {
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
 
+    // The thread that sends the spans yields the cores to the calls: lowest priority.
+    assert_eq!(
+        thread_nice(gateway.pid(), "airlock-spans"),
+        Some(19),
+        "the span export thread's nice value"
+    );
+
     let deadline = Instant::now() + Duration::from_secs(30);
     for (trace, parent) in local {
         let stages = loop {
@@ -459,6 +466,23 @@ async fn calls_are_traced_to_a_collector_through_the_egress_rule() {
         !lines.iter().any(|l| l.contains(TOKEN)),
         "a log line carries the secret"
     );
+}
+
+/// The nice value of process `pid`'s thread named `name` (`/proc/PID/task/TID/stat`,
+/// field 19); `None` when it has no such thread.
+fn thread_nice(pid: u32, name: &str) -> Option<i64> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+        .find(|task| {
+            std::fs::read_to_string(task.path().join("comm")).is_ok_and(|c| c.trim() == name)
+        })
+        .and_then(|task| {
+            let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
+            // Fields after the command, `(comm)`, start at field 3.
+            let after = &stat[stat.rfind(')')? + 1..];
+            after.split_whitespace().nth(19 - 3)?.parse().ok()
+        })
 }
 
 /// Opens a 2025-11-25 session on the gateway at `url`: its `Mcp-Session-Id`.

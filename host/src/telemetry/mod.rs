@@ -216,10 +216,11 @@ impl Stage {
         CallTrace::current().stage(name)
     }
 
-    /// Whether the stage is recorded as a span (what is set on it is kept).
+    /// Whether the stage is recorded as a span that will be exported (what is set on
+    /// it is kept; a stage of an unsampled trace only carries its context).
     pub fn recorded(&self) -> bool {
         #[cfg(feature = "otel")]
-        return self.span.is_some();
+        return self.span.as_ref().is_some_and(spans::StageSpan::sampled);
         #[cfg(not(feature = "otel"))]
         false
     }
@@ -229,7 +230,9 @@ impl Stage {
     /// the stage is not recorded.
     pub fn set_str(&mut self, name: &'static str, value: &str) {
         #[cfg(feature = "otel")]
-        if let Some(span) = &mut self.span {
+        if let Some(span) = &mut self.span
+            && span.sampled()
+        {
             span.set(name, spans::FieldValue::Str(value.to_string()));
         }
         #[cfg(not(feature = "otel"))]
@@ -239,7 +242,9 @@ impl Stage {
     /// Sets number attribute `name`. Nothing happens when the stage is not recorded.
     pub fn set_u64(&mut self, name: &'static str, value: u64) {
         #[cfg(feature = "otel")]
-        if let Some(span) = &mut self.span {
+        if let Some(span) = &mut self.span
+            && span.sampled()
+        {
             span.set(name, spans::unsigned(value));
         }
         #[cfg(not(feature = "otel"))]
@@ -247,7 +252,8 @@ impl Stage {
     }
 
     /// The stage's W3C trace context (`traceparent`, `tracestate`), to pass to the server
-    /// it calls; `None` when it is not recorded.
+    /// it calls (an unsampled trace's too, its flag off); `None` when the call is not
+    /// recorded.
     pub fn context(&self) -> Option<(String, Option<String>)> {
         #[cfg(feature = "otel")]
         return self.span.as_ref().map(spans::StageSpan::context);

@@ -497,6 +497,11 @@ impl StageSpan {
         self.0.set(name, value);
     }
 
+    /// Whether the stage's trace is kept (exported).
+    pub(super) fn sampled(&self) -> bool {
+        self.0.position.sampled
+    }
+
     /// The stage's W3C context (`traceparent`, `tracestate`), for the server it calls.
     pub(super) fn context(&self) -> (String, Option<String>) {
         let position = &self.0.position;

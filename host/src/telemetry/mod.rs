@@ -19,6 +19,8 @@ pub mod export;
 pub mod logs;
 #[cfg(feature = "otel")]
 pub mod spans;
+#[cfg(feature = "otel")]
+mod stages;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -156,7 +158,7 @@ pub fn stage_done(stage: &'static str, started: Instant) {
 #[derive(Debug, Clone, Default)]
 pub struct CallTrace {
     #[cfg(feature = "otel")]
-    parent: Option<spans::Parent>,
+    parent: Option<stages::Parent>,
 }
 
 impl CallTrace {
@@ -164,7 +166,7 @@ impl CallTrace {
     pub fn of(span: &tracing::Span) -> CallTrace {
         #[cfg(feature = "otel")]
         return CallTrace {
-            parent: spans::Parent::of(span),
+            parent: stages::Parent::of(span),
         };
         #[cfg(not(feature = "otel"))]
         {
@@ -177,7 +179,7 @@ impl CallTrace {
     pub fn current() -> CallTrace {
         #[cfg(feature = "otel")]
         return CallTrace {
-            parent: spans::Parent::current(),
+            parent: stages::Parent::current(),
         };
         #[cfg(not(feature = "otel"))]
         CallTrace {}
@@ -192,7 +194,7 @@ impl CallTrace {
             span: self
                 .parent
                 .as_ref()
-                .map(|parent| spans::StageSpan::open(parent, name)),
+                .map(|parent| stages::StageSpan::open(parent, name)),
         }
     }
 }
@@ -206,7 +208,7 @@ pub struct Stage {
     name: &'static str,
     started: Instant,
     #[cfg(feature = "otel")]
-    span: Option<spans::StageSpan>,
+    span: Option<stages::StageSpan>,
 }
 
 impl Stage {
@@ -220,7 +222,7 @@ impl Stage {
     /// it is kept; a stage of an unsampled trace only carries its context).
     pub fn recorded(&self) -> bool {
         #[cfg(feature = "otel")]
-        return self.span.as_ref().is_some_and(spans::StageSpan::sampled);
+        return self.span.as_ref().is_some_and(stages::StageSpan::sampled);
         #[cfg(not(feature = "otel"))]
         false
     }
@@ -256,7 +258,7 @@ impl Stage {
     /// recorded.
     pub fn context(&self) -> Option<(String, Option<String>)> {
         #[cfg(feature = "otel")]
-        return self.span.as_ref().map(spans::StageSpan::context);
+        return self.span.as_ref().map(stages::StageSpan::context);
         #[cfg(not(feature = "otel"))]
         None
     }

@@ -5,13 +5,11 @@
 //! call's path (a general-purpose bridge such as `tracing-opentelemetry` builds each span
 //! as it opens and cost a 4 KiB call about 13%).
 //!
-//! A call's stages are not `tracing` spans: each is a [`StageSpan`], a recording made
-//! from the call's and pushed to the queue as the stage ends, which costs a call a
-//! fraction of what six more registry spans did.
+//! A call's stages are not `tracing` spans but recordings of the same kind made from the
+//! call's (`stages.rs`).
 //!
-//! The ids also serve what needs them while the span is open: the W3C context passed to
-//! a server ([`StageSpan::context`]), a caller's context made the parent
-//! ([`adopt_parent`]), and the ids on JSON log lines ([`ids_in`]).
+//! The ids also serve what needs them while the span is open: a caller's context made
+//! the parent ([`adopt_parent`]) and the ids on JSON log lines ([`ids_in`]).
 
 use std::borrow::Cow;
 use std::fmt::Debug;
@@ -43,7 +41,7 @@ pub(super) struct Position {
 
 impl Position {
     /// The W3C `traceparent` of this span.
-    fn traceparent(&self) -> String {
+    pub(super) fn traceparent(&self) -> String {
         let flags = if self.sampled { "01" } else { "00" };
         format!("00-{}-{}-{flags}", self.trace_id, self.span_id)
     }
@@ -82,7 +80,7 @@ pub(super) struct Noted {
 pub(super) struct Recording {
     /// The queue of the layer that recorded it (one subscriber may hold two layers), which
     /// its stages join too.
-    queue: Arc<Queue>,
+    pub(super) queue: Arc<Queue>,
     pub(super) position: Position,
     pub(super) parent: SpanId,
     pub(super) parent_remote: bool,
@@ -98,7 +96,12 @@ pub(super) struct Recording {
 
 impl Recording {
     /// A span named `name` at `position` under `parent`, started now, for `queue`.
-    fn new(queue: Arc<Queue>, position: Position, parent: SpanId, name: &'static str) -> Self {
+    pub(super) fn new(
+        queue: Arc<Queue>,
+        position: Position,
+        parent: SpanId,
+        name: &'static str,
+    ) -> Self {
         Recording {
             queue,
             position,
@@ -132,7 +135,7 @@ impl Recording {
         }
     }
 
-    fn set(&mut self, name: &'static str, value: FieldValue) {
+    pub(super) fn set(&mut self, name: &'static str, value: FieldValue) {
         match (name, value) {
             ("otel.name", FieldValue::Str(text)) => self.name = Cow::Owned(text),
             ("otel.kind", FieldValue::Str(kind)) => self.kind = kind_of(&kind),
@@ -430,96 +433,6 @@ pub(super) fn adopt_parent(span: &tracing::Span, traceparent: &str, tracestate: 
     });
 }
 
-/// One stage of a call, recorded as a child of the call's span without a `tracing` span
-/// of its own: its ids are made as it opens (so its context can travel to a server at
-/// once) and it joins the export queue as it closes. Opening one is a lookup of the
-/// thread's current span; a `tracing` span would cost a registry entry, an enter and an
-/// exit per poll, and a close.
-#[derive(Debug)]
-pub(super) struct StageSpan(Recording);
-
-/// A recorded span that stages open under: its queue and position.
-#[derive(Debug, Clone)]
-pub(super) struct Parent {
-    queue: Arc<Queue>,
-    position: Position,
-}
-
-impl Parent {
-    /// The innermost span at or above the calling thread's current span that is
-    /// recorded for export; `None` when there is none.
-    pub(super) fn current() -> Option<Parent> {
-        tracing::dispatcher::get_default(|dispatch| {
-            let current = dispatch.current_span();
-            Parent::in_scope(dispatch, current.id()?)
-        })
-    }
-
-    /// `span` itself, or the innermost recorded span above it; `None` when there is none.
-    pub(super) fn of(span: &tracing::Span) -> Option<Parent> {
-        span.with_subscriber(|(id, dispatch)| Parent::in_scope(dispatch, id))
-            .flatten()
-    }
-
-    fn in_scope(dispatch: &Dispatch, id: &Id) -> Option<Parent> {
-        let registry = dispatch.downcast_ref::<Registry>()?;
-        let span = registry.span(id)?;
-        span.scope().find_map(|above| {
-            let extensions = above.extensions();
-            let recording = extensions.get::<Recording>()?;
-            Some(Parent {
-                queue: recording.queue.clone(),
-                position: recording.position.clone(),
-            })
-        })
-    }
-}
-
-impl StageSpan {
-    /// Stage `name`, a child of `parent`, starting now.
-    pub(super) fn open(parent: &Parent, name: &'static str) -> StageSpan {
-        let position = Position {
-            span_id: RandomIdGenerator::default().new_span_id(),
-            ..parent.position.clone()
-        };
-        let queue = parent.queue.clone();
-        StageSpan(Recording::new(
-            queue,
-            position,
-            parent.position.span_id,
-            name,
-        ))
-    }
-
-    /// Records `value` as attribute `name` (or as the span's name, kind or status, for
-    /// the `otel.*` names, as on a `tracing` span).
-    pub(super) fn set(&mut self, name: &'static str, value: FieldValue) {
-        self.0.set(name, value);
-    }
-
-    /// Whether the stage's trace is kept (exported).
-    pub(super) fn sampled(&self) -> bool {
-        self.0.position.sampled
-    }
-
-    /// The stage's W3C context (`traceparent`, `tracestate`), for the server it calls.
-    pub(super) fn context(&self) -> (String, Option<String>) {
-        let position = &self.0.position;
-        (
-            position.traceparent(),
-            position.state.as_deref().map(str::to_string),
-        )
-    }
-
-    /// The stage ends: it joins the export queue when its trace is kept.
-    pub(super) fn close(self) {
-        if self.0.position.sampled {
-            let queue = self.0.queue.clone();
-            queue.push(self.0, SystemTime::now());
-        }
-    }
-}
-
 /// The trace and span ids (lower-case hex) of the innermost recorded span at or above
 /// span `id`, for a log line written inside it.
 pub fn ids_in(dispatch: &Dispatch, id: &Id) -> Option<(String, String)> {
@@ -540,6 +453,7 @@ mod tests {
     use super::*;
     use crate::telemetry::Settings;
     use crate::telemetry::export::SpanExport;
+    use crate::telemetry::stages::{Parent, StageSpan};
     use opentelemetry_sdk::error::OTelSdkResult;
     use opentelemetry_sdk::trace::{SpanData, SpanExporter};
     use std::sync::Mutex;

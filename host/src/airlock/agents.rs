@@ -21,6 +21,7 @@ use rmcp::model::{
 use serde_json::{Value, json};
 
 use crate::session::{AgentCapabilities, AgentClient, AgentFuture, AgentLink};
+use crate::telemetry::CallTrace;
 
 /// The tool name policies see a URL-mode elicitation as (`deny = ["elicitation/url"]`
 /// refuses them all; `deny_arguments` can match the URL).
@@ -30,12 +31,14 @@ pub const URL_ELICITATION: &str = "elicitation/url";
 /// client sees it. Answers the URL to send the user to (rewritten, or `None` for the
 /// server's own), or the refusal the server is told.
 pub trait QuestionGate: Send + Sync {
-    /// Checks `arguments` (`url`, `message`, `tool`) asked by `service` of `agent`.
+    /// Checks `arguments` (`url`, `message`, `tool`) asked by `service` of `agent`, the
+    /// decision recorded as a stage of `trace` (the asking call's).
     fn check_url<'a>(
         &'a self,
         agent: &'a str,
         service: &'a str,
         arguments: Value,
+        trace: &'a CallTrace,
     ) -> Pin<Box<dyn Future<Output = Result<Option<String>, McpError>> + Send + 'a>>;
 }
 
@@ -95,24 +98,26 @@ impl Agents {
 
     /// Makes `client` `agent`'s client (its URL questions policed), or forgets it.
     pub(crate) fn set_client(&self, agent: &str, client: Option<Arc<dyn AgentClient>>) {
-        let client = client.map(|c| self.policed(c, agent, None));
+        let client = client.map(|c| self.policed(c, agent, None, CallTrace::default()));
         self.link(agent).set(client);
     }
 
     /// `client` with the URL-mode elicitations it is asked checked by the asking
     /// service's policy first; `tool` is the server's name of the tool whose call asks,
-    /// when known.
+    /// when known, and `trace` that call's trace (the decision is a stage of it).
     pub fn policed(
         &self,
         client: Arc<dyn AgentClient>,
         agent: &str,
         tool: Option<&str>,
+        trace: CallTrace,
     ) -> Arc<dyn AgentClient> {
         Arc::new(PolicedAsker {
             client,
             gate: self.gate.get().cloned(),
             agent: agent.to_string(),
             tool: tool.map(str::to_string),
+            trace,
         })
     }
 
@@ -167,6 +172,8 @@ struct PolicedAsker {
     agent: String,
     /// The server's name of the tool whose call asks, when known.
     tool: Option<String>,
+    /// The trace of the call that asks (empty when no call is known).
+    trace: CallTrace,
 }
 
 impl AgentClient for PolicedAsker {
@@ -192,6 +199,7 @@ impl AgentClient for PolicedAsker {
             "tool": self.tool.clone().unwrap_or_default(),
         });
         let (client, gate, agent) = (self.client.clone(), self.gate.clone(), self.agent.clone());
+        let trace = self.trace.clone();
         Box::pin(async move {
             let checked = match gate.as_ref().map(Weak::upgrade) {
                 // No policy stage installed (nothing to check against).
@@ -199,7 +207,7 @@ impl AgentClient for PolicedAsker {
                 Some(None) => {
                     return Err(McpError::internal_error("Airlock is shutting down", None));
                 }
-                Some(Some(gate)) => gate.check_url(&agent, &service, arguments).await?,
+                Some(Some(gate)) => gate.check_url(&agent, &service, arguments, &trace).await?,
             };
             let params = match (params, checked) {
                 (

@@ -146,11 +146,6 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8(bytes).unwrap_or_default()
 }
 
-/// Records how long `stage` took since `started` (free with no metrics recorder).
-pub fn stage_done(stage: &'static str, started: Instant) {
-    metrics::histogram!(STAGE_SECONDS, "stage" => stage).record(started.elapsed().as_secs_f64());
-}
-
 /// Where a call's stages are recorded: the call's span, when it is recorded for
 /// export; otherwise nowhere, and its stages only time themselves. Find it once per call
 /// ([`CallTrace::of`]) and open each stage from it ([`CallTrace::stage`]), which needs no
@@ -185,6 +180,14 @@ impl CallTrace {
         CallTrace {}
     }
 
+    /// Runs `work` as stage `name` of this call (see [`Stage::done`]).
+    pub async fn timed<F: std::future::Future>(&self, name: &'static str, work: F) -> F::Output {
+        let stage = self.stage(name);
+        let out = work.await;
+        stage.done();
+        out
+    }
+
     /// Stage `name` of this call starts now.
     pub fn stage(&self, name: &'static str) -> Stage {
         Stage {
@@ -212,12 +215,6 @@ pub struct Stage {
 }
 
 impl Stage {
-    /// Stage `name` of the call the calling thread is in starts now (see
-    /// [`CallTrace::current`]; a call's own stages open from its [`CallTrace`]).
-    pub fn start(name: &'static str) -> Stage {
-        CallTrace::current().stage(name)
-    }
-
     /// Whether the stage is recorded as a span that will be exported (what is set on
     /// it is kept; a stage of an unsampled trace only carries its context).
     pub fn recorded(&self) -> bool {
@@ -266,7 +263,8 @@ impl Stage {
     /// The stage is over: its time goes to [`STAGE_SECONDS`], and its span ends. (A stage
     /// dropped without `done`, a call cancelled in it, ends its span but records no time.)
     pub fn done(self) {
-        stage_done(self.name, self.started);
+        metrics::histogram!(STAGE_SECONDS, "stage" => self.name)
+            .record(self.started.elapsed().as_secs_f64());
     }
 }
 

@@ -252,17 +252,12 @@ impl Calls {
         found: &Resolved,
         trace: &CallTrace,
     ) -> Result<(), CallError> {
-        let stage = trace.stage("access");
-        let checked = self
-            .access
-            .authorize(&AccessRequest::Call {
-                agent,
-                service: &found.tool.service,
-                tool: &found.tool.name,
-            })
-            .await;
-        stage.done();
-        checked
+        let request = AccessRequest::Call {
+            agent,
+            service: &found.tool.service,
+            tool: &found.tool.name,
+        };
+        trace.timed("access", self.access.authorize(&request)).await
     }
 }
 

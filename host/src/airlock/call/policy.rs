@@ -23,7 +23,7 @@ use crate::plugin::{
     Call, CallVerdict, PolicyRecord, ResultOutcome, ServicePipeline, ToolResult as WitResult,
 };
 use crate::secrets::KnownSecrets;
-use crate::telemetry::Stage;
+use crate::telemetry::{CallTrace, Stage};
 
 /// The policy chain on calls, results and URL questions.
 pub(crate) struct PolicyStage {
@@ -253,6 +253,7 @@ impl PolicyStage {
         agent: &str,
         service: &str,
         arguments: Value,
+        trace: &CallTrace,
     ) -> Result<Option<String>, McpError> {
         let Some(svc) = self.services.get(service) else {
             return Ok(None);
@@ -276,9 +277,9 @@ impl PolicyStage {
             Value::Object(map) => map,
             _ => Map::new(),
         };
-        // A span of its own under the call the question came in (its decision recorded
-        // there), but no sample of the policy stage's time: that counts calls.
-        let mut stage = Stage::start("policy");
+        // A stage of the call that asks (its decision recorded on it), but no sample of
+        // the policy stage's time: that counts calls.
+        let mut stage = trace.stage("policy");
         let checked = self
             .enforce_call(&pipeline, &call, &svc.secrets(), given, &mut stage)
             .await;
@@ -305,8 +306,9 @@ impl QuestionGate for PolicyStage {
         agent: &'a str,
         service: &'a str,
         arguments: Value,
+        trace: &'a CallTrace,
     ) -> Pin<Box<dyn Future<Output = Result<Option<String>, McpError>> + Send + 'a>> {
-        Box::pin(self.check_url_question(agent, service, arguments))
+        Box::pin(self.check_url_question(agent, service, arguments, trace))
     }
 }
 

@@ -48,10 +48,9 @@ impl Upstream {
         // The service's limits: a slot among its calls in flight, held to the end, and
         // the rates' tokens. A refused call never reaches the server.
         let _permit = service.guard.admit(&options.agent)?;
-        let stage = trace.stage("session");
-        let live = self.services.open(&options.agent, &tool.service).await;
-        stage.done();
-        let live = live?;
+        let live = trace
+            .timed("session", self.services.open(&options.agent, &tool.service))
+            .await?;
 
         // Progress: count it, pass it to the caller, and publish it as events. Drained
         // in this task, beside the call (no task of its own, so no wake-up of another
@@ -90,7 +89,7 @@ impl Upstream {
             upstream.set_str("gen_ai.tool.name", &tool.raw_name);
             upstream.set_str("airlock.service", &tool.service);
         }
-        let trace = upstream
+        let context = upstream
             .context()
             .map(|(parent, state)| TraceContext::own(parent, state))
             .or_else(|| options.trace.clone());
@@ -98,11 +97,12 @@ impl Upstream {
             timeout: Some(options.timeout.unwrap_or(service.config.tool_timeout)),
             cancel: options.cancel.clone(),
             progress: Some(tx),
-            trace,
-            // A URL the server sends the user to passes the service's policy first.
+            trace: context,
+            // A URL the server sends the user to passes the service's policy first (its
+            // decision a stage of this call).
             asker: options.asker.clone().map(|asker| {
                 self.agents
-                    .policed(asker, &options.agent, Some(&tool.raw_name))
+                    .policed(asker, &options.agent, Some(&tool.raw_name), trace.clone())
             }),
         };
         let call = async {

@@ -14,6 +14,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
+use std::time::{Duration, Instant};
 use support::{
     HttpGateway, Workspace, python_fixture_entry, remote_storage_tables, storage_services,
     storage_tag,
@@ -239,6 +240,104 @@ async fn a_grant_revoked_through_one_replica_is_refused_on_the_next_call_through
     assert_eq!(meta["error"], "service_access_denied", "{meta}");
     on_a.cancel().await.unwrap();
     drop(b);
+}
+
+/// Polls `done` every millisecond for up to `bound`; returns how long it took to hold.
+fn held_within(bound: Duration, mut done: impl FnMut() -> bool) -> Option<Duration> {
+    let started = Instant::now();
+    while started.elapsed() < bound {
+        if done() {
+            return Some(started.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    None
+}
+
+/// On PostgreSQL a host keeps grant answers in memory while it hears every host's
+/// changes: a revocation or a grant made by another host is heard within milliseconds,
+/// and a host whose listening connection is lost forgets everything it kept, so a
+/// change it could not hear is never answered from memory once it listens again.
+#[test]
+fn grant_answers_kept_in_memory_follow_every_hosts_changes() {
+    use airlock_host::config::RegistryLocation;
+    use airlock_host::registry::{Registry, pg_listen};
+    let (url, _, _) = storage_services();
+    let (dir, tag) = (tempfile::tempdir().unwrap(), storage_tag());
+    let open = || {
+        let location = RegistryLocation::Postgres {
+            url: url.clone(),
+            schema: tag.clone(),
+            bounds: Default::default(),
+        };
+        Registry::open_at(dir.path(), &location).unwrap()
+    };
+    let (here, there) = (open(), open());
+    let listening = held_within(Duration::from_secs(10), || {
+        here.hears_changes() && there.hears_changes()
+    });
+    assert!(listening.is_some(), "both hosts listen for changes");
+
+    there.grant("alice", "svc").unwrap();
+    assert!(here.is_granted("alice", "svc").unwrap());
+    assert!(!here.is_granted("alice", "other").unwrap());
+    assert!(there.revoke("alice", "svc").unwrap());
+    let revoked = held_within(Duration::from_secs(2), || {
+        !here.is_granted("alice", "svc").unwrap()
+    })
+    .expect("a revocation made by another host is heard");
+    there.grant("alice", "other").unwrap();
+    let granted = held_within(Duration::from_secs(2), || {
+        here.is_granted("alice", "other").unwrap()
+    })
+    .expect("a grant made by another host is heard");
+    eprintln!("heard another host's revocation after {revoked:?}, its grant after {granted:?}");
+    assert!(revoked < Duration::from_millis(500), "{revoked:?}");
+
+    // A revocation made behind the hosts' backs (triggers off: no notification is
+    // sent) is not heard: the answer comes from memory, no round trip.
+    support::with_postgres(&url, async |client| {
+        client
+            .batch_execute(&format!(
+                "SET session_replication_role = replica;
+                 DELETE FROM \"{tag}\".grants WHERE agent = 'alice' AND service = 'other'"
+            ))
+            .await
+            .unwrap()
+    });
+    assert!(here.is_granted("alice", "other").unwrap(), "kept in memory");
+    // The listening connections of this schema's hosts are cut.
+    let name = pg_listen::application_name(&tag);
+    let listeners = format!("SELECT pid FROM pg_stat_activity WHERE application_name = '{name}'");
+    let cut: Vec<i32> = support::with_postgres(&url, async |client| {
+        let pids: Vec<i32> = client
+            .query(&listeners, &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        for pid in &pids {
+            client
+                .execute("SELECT pg_terminate_backend($1)", &[pid])
+                .await
+                .unwrap();
+        }
+        pids
+    });
+    assert_eq!(cut.len(), 2, "one listening connection per host");
+    // Both hosts listen again by themselves, on new connections.
+    let relistened = held_within(Duration::from_secs(10), || {
+        let now: Vec<i32> = support::with_postgres(&url, async |client| {
+            let rows = client.query(&listeners, &[]).await.unwrap();
+            rows.iter().map(|row| row.get(0)).collect()
+        });
+        now.len() == 2 && now.iter().all(|pid| !cut.contains(pid))
+    });
+    assert!(relistened.is_some(), "the hosts listen again by themselves");
+    assert!(here.hears_changes());
+    // A host that lost its listener forgets what it kept: the database is asked again.
+    assert!(!here.is_granted("alice", "other").unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -507,7 +507,7 @@ pub fn free_port() -> u16 {
 }
 
 /// Runs `job` with a fresh connection to the PostgreSQL database at `url`.
-fn with_postgres<T>(url: &str, job: impl AsyncFnOnce(&tokio_postgres::Client) -> T) -> T {
+pub fn with_postgres<T>(url: &str, job: impl AsyncFnOnce(&tokio_postgres::Client) -> T) -> T {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -18,7 +18,10 @@ mod catalogs;
 pub mod changes;
 pub mod console;
 mod db;
+mod grant_memo;
 mod imports;
+#[cfg(feature = "postgres")]
+pub mod pg_listen;
 #[cfg(feature = "postgres")]
 mod pg_migrations;
 #[cfg(feature = "postgres")]
@@ -40,7 +43,7 @@ pub use tasks::{TaskRecord, TaskSignals};
 pub use tokens::TokenRecord;
 
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
 use serde::Serialize;
@@ -267,6 +270,8 @@ pub struct Registry {
     db: Db,
     /// Tokens and grants the database confirmed, for while it cannot be reached.
     recall: recall::Recall,
+    /// Grant answers kept while other hosts' changes are heard (PostgreSQL).
+    memo: Arc<grant_memo::GrantMemo>,
 }
 
 /// Whether one agent holds one grant.
@@ -280,6 +285,7 @@ impl Registry {
         Ok(Registry {
             db: Db::Sqlite(Mutex::new(db)),
             recall: recall::Recall::new(RegistryBounds::default().outage_grace),
+            memo: Default::default(),
         })
     }
 
@@ -294,10 +300,19 @@ impl Registry {
                 url,
                 schema,
                 bounds,
-            } => Ok(Registry {
-                db: Db::Postgres(postgres::Postgres::connect(url, schema, *bounds)?),
-                recall: recall::Recall::new(bounds.outage_grace),
-            }),
+            } => {
+                let memo = Arc::new(grant_memo::GrantMemo::default());
+                Ok(Registry {
+                    db: Db::Postgres(postgres::Postgres::connect(
+                        url,
+                        schema,
+                        *bounds,
+                        memo.clone(),
+                    )?),
+                    recall: recall::Recall::new(bounds.outage_grace),
+                    memo,
+                })
+            }
             #[cfg(not(feature = "postgres"))]
             RegistryLocation::Postgres { .. } => Err(RegistryError::Config(
                 "[registry] url names PostgreSQL, and this build of Airlock has no PostgreSQL \
@@ -305,6 +320,13 @@ impl Registry {
                     .into(),
             )),
         }
+    }
+
+    /// Whether grant answers are kept in memory now: the registry is in PostgreSQL and
+    /// its listener hears every host's changes (see `registry/grant_memo.rs`). False on
+    /// SQLite, whose checks always ask the database.
+    pub fn hears_changes(&self) -> bool {
+        self.memo.live()
     }
 
     /// Whether the database answers now (blocking: a round trip to PostgreSQL).
@@ -380,26 +402,35 @@ fn migrate_sqlite(db: &mut Connection) -> Result<(), RegistryError> {
 impl Registry {
     /// Grants `service` to `agent`. Returns whether the grant is new.
     pub fn grant(&self, agent: &str, service: &str) -> Result<bool, RegistryError> {
-        Ok(self.db.execute(
+        let added = self.db.execute(
             "INSERT INTO grants (agent, service) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
             &[agent.into(), service.into()],
-        )? > 0)
+        );
+        self.memo.forget();
+        Ok(added? > 0)
     }
 
     /// Revokes `agent`'s grant of `service`. Returns whether there was one.
     pub fn revoke(&self, agent: &str, service: &str) -> Result<bool, RegistryError> {
         self.recall.forget_grant(agent, service);
-        Ok(self.db.execute(
+        let removed = self.db.execute(
             "DELETE FROM grants WHERE agent = ?1 AND service = ?2",
             &[agent.into(), service.into()],
-        )? > 0)
+        );
+        self.memo.forget();
+        Ok(removed? > 0)
     }
 
-    /// Whether `agent` holds a grant for `service`. While the database cannot be
-    /// reached, a grant it confirmed within the outage grace still counts.
+    /// Whether `agent` holds a grant for `service`. On PostgreSQL, from memory while
+    /// every host's changes are heard (see `registry/grant_memo.rs`). While the database
+    /// cannot be reached, a grant it confirmed within the outage grace still counts.
     pub fn is_granted(&self, agent: &str, service: &str) -> Result<bool, RegistryError> {
+        if let Some(granted) = self.memo.recall(agent, service) {
+            return Ok(granted);
+        }
+        let stamp = self.memo.stamp();
         let asked = self.db.query(GRANT, &[agent.into(), service.into()]);
-        self.granted_from(agent, service, asked)
+        self.granted_from(agent, service, asked, stamp)
     }
 
     /// [`Registry::is_granted`] for async callers (a call's access check): on
@@ -409,23 +440,30 @@ impl Registry {
         agent: &str,
         service: &str,
     ) -> Result<bool, RegistryError> {
+        if let Some(granted) = self.memo.recall(agent, service) {
+            return Ok(granted);
+        }
+        let stamp = self.memo.stamp();
         let asked = self
             .db
             .query_async(GRANT, &[agent.into(), service.into()])
             .await;
-        self.granted_from(agent, service, asked)
+        self.granted_from(agent, service, asked, stamp)
     }
 
-    /// A grant query's answer, remembered for outages, or recalled during one.
+    /// A grant query's answer (sent at `stamp`), kept in memory and for outages, or
+    /// recalled during one.
     fn granted_from(
         &self,
         agent: &str,
         service: &str,
         asked: Result<Vec<db::Row>, RegistryError>,
+        stamp: grant_memo::Stamp,
     ) -> Result<bool, RegistryError> {
         match asked {
             Ok(rows) => {
                 let granted = !rows.is_empty();
+                self.memo.remember(agent, service, granted, stamp);
                 self.recall.grant_seen(agent, service, granted);
                 Ok(granted)
             }

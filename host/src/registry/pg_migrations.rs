@@ -147,4 +147,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
         flash_failed BOOLEAN,
         flash_text   TEXT
     );",
+    // Every counted write is also announced on `airlock_changes` as "<schema> <topic>"
+    // (delivered when its transaction commits), so a host keeping grant answers in
+    // memory forgets them at once (`registry/pg_listen.rs`).
+    "CREATE OR REPLACE FUNCTION airlock_count_change() RETURNS trigger LANGUAGE plpgsql
+        SET search_path FROM CURRENT AS $$
+        BEGIN
+            UPDATE changes SET generation = generation + 1 WHERE topic = TG_ARGV[0];
+            PERFORM pg_notify('airlock_changes', TG_TABLE_SCHEMA || ' ' || TG_ARGV[0]);
+            RETURN NULL;
+        END $$;",
 ];

@@ -25,6 +25,8 @@ use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use tokio_postgres::{Client, Config};
 
 use super::RegistryError;
+use super::grant_memo::GrantMemo;
+use super::pg_listen;
 use super::rows::{Cell, Param, Row, Statement};
 use crate::config::RegistryBounds;
 use crate::storage;
@@ -43,6 +45,14 @@ pub(crate) struct Postgres {
     location: String,
     bounds: RegistryBounds,
     outage: std::sync::Mutex<Outage>,
+    /// The task hearing other hosts' changes ([`super::pg_listen`]).
+    listener: tokio::task::AbortHandle,
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
 }
 
 /// What the last failures to reach the database were, and when to try again.
@@ -192,12 +202,14 @@ fn decode(row: &tokio_postgres::Row) -> Result<Row, tokio_postgres::Error> {
 }
 
 impl Postgres {
-    /// Connects to `url`, creates `schema` when it is missing, and runs the migrations
-    /// (one host at a time: an advisory lock serializes hosts starting together).
+    /// Connects to `url`, creates `schema` when it is missing, runs the migrations (one
+    /// host at a time: an advisory lock serializes hosts starting together), and starts
+    /// listening for other hosts' changes, which keep `memo` true.
     pub(super) fn connect(
         url: &str,
         schema: &str,
         bounds: RegistryBounds,
+        memo: Arc<GrantMemo>,
     ) -> Result<Postgres, RegistryError> {
         let mut config = Config::from_str(url).map_err(|e| {
             RegistryError::Config(format!(
@@ -218,6 +230,7 @@ impl Postgres {
             )));
         }
         let location = format!("{} ({schema})", describe(&config));
+        let listener = pg_listen::spawn(config.clone(), schema, bounds.timeout, memo);
         let pg = Postgres {
             state: Arc::new(State {
                 config,
@@ -228,6 +241,7 @@ impl Postgres {
             location,
             bounds,
             outage: Default::default(),
+            listener,
         };
         pg.migrate()?;
         Ok(pg)
@@ -522,10 +536,7 @@ impl State {
     /// A new connection, its driver running on the storage runtime, with the search
     /// path set to the registry's schema.
     async fn open(&self) -> Result<Client, tokio_postgres::Error> {
-        let tls = postgres_native_tls::MakeTlsConnector::new(
-            native_tls::TlsConnector::new().expect("the system TLS library initializes"),
-        );
-        let (client, connection) = self.config.connect(tls).await?;
+        let (client, connection) = self.config.connect(tls()).await?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::warn!("registry: PostgreSQL connection closed: {e}");
@@ -555,6 +566,13 @@ impl State {
             }
         }
     }
+}
+
+/// The TLS connector for a connection (used as the URL's `sslmode` says).
+pub(super) fn tls() -> postgres_native_tls::MakeTlsConnector {
+    postgres_native_tls::MakeTlsConnector::new(
+        native_tls::TlsConnector::new().expect("the system TLS library initializes"),
+    )
 }
 
 /// `host:port/database` of a connection config, for messages.

@@ -308,7 +308,7 @@ impl Registry {
         // name starts with no grants, approvals, namespace or tested catalog.
         let orphaned = "NOT EXISTS (SELECT 1 FROM services WHERE name = ?1)";
         let name = params![&key.name].to_vec();
-        self.db.transaction(&[
+        let removed = self.db.transaction(&[
             (
                 "DELETE FROM services WHERE scope = ?1 AND project = ?2 AND name = ?3",
                 params![key.scope.as_str(), &key.project, &key.name].to_vec(),
@@ -333,7 +333,9 @@ impl Registry {
                 &format!("DELETE FROM service_pauses WHERE service = ?1 AND {orphaned}"),
                 name,
             ),
-        ])?;
+        ]);
+        self.memo.forget();
+        removed?;
         self.recall.forget_service(&key.name);
         Ok(true)
     }

@@ -132,8 +132,10 @@ pair("", "start-up from a tested catalog vs connecting to learn the tools (demo 
      "startup_demo_server", "airlock", "baseline")
 pair("scale", "retain a 256 KiB result and page it back (6 pages): S3 (moto, loopback) vs the data directory",
      "retain_and_page_256KiB", "s3", "local")
-pair("scale", "a grant check: PostgreSQL (loopback) vs SQLite",
-     "grant_check", "postgres", "sqlite")
+pair("scale", "a grant check: PostgreSQL (loopback; kept in memory while every host's changes are heard) vs SQLite",
+     "grant_check", "postgres", "sqlite", "≤ 5 µs", lambda x, y, r: x <= 5e3)
+pair("scale", "the first grant check of an agent and service (or the first after a change to grants): PostgreSQL (one round trip) vs SQLite",
+     "grant_check", "postgres_first", "sqlite")
 
 memory = base / "memory" / "figures.json"
 if memory.exists():

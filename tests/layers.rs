@@ -33,6 +33,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "events",
                 "error",
                 "mcp",
+                "telemetry",
             ][..],
         ),
         ("plugin", &["config", "secrets", "telemetry", "mcp"][..]),

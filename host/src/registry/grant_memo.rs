@@ -129,7 +129,6 @@ impl GrantMemo {
         answers.by_agent.clear();
         answers.count = 0;
     }
-
 }
 
 /// What the listener tells the memo (only a PostgreSQL registry has one).

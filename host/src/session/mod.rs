@@ -8,7 +8,7 @@
 //! answers the cancelled request first; if it never does, the next result carries a
 //! warning that the cancelled work may still be running.
 //!
-//! Layer 3 (sessions). May import: `launch`, `transport`, `oauth`, `config`, `secrets`, `events`, `error`.
+//! Layer 3 (sessions). May import: `launch`, `transport`, `oauth`, `config`, `secrets`, `events`, `error`, `mcp`, `telemetry` (the `traceparent` reader).
 
 mod agent;
 mod client;

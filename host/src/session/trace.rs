@@ -4,6 +4,8 @@
 
 use rmcp::model::RequestParamsMeta;
 
+use crate::telemetry::traceparent::Traceparent;
+
 /// The longest `tracestate` passed on (the W3C limit: 32 members of at most 256 bytes
 /// would be more, but 512 bytes is what a propagator must accept).
 const MAX_TRACESTATE: usize = 512;
@@ -64,27 +66,7 @@ impl TraceContext {
 }
 
 fn valid_traceparent(value: &str) -> bool {
-    let parts: Vec<&str> = value.split('-').collect();
-    let hex = |s: &str, len: usize| {
-        s.len() == len
-            && s.bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    };
-    let nonzero = |s: &str| s.bytes().any(|b| b != b'0');
-    match parts.as_slice() {
-        // Version 00 has exactly four fields; a later version may append more.
-        [version, trace, parent, flags, rest @ ..] => {
-            hex(version, 2)
-                && *version != "ff"
-                && (*version != "00" || rest.is_empty())
-                && hex(trace, 32)
-                && nonzero(trace)
-                && hex(parent, 16)
-                && nonzero(parent)
-                && hex(flags, 2)
-        }
-        _ => false,
-    }
+    Traceparent::parse(value).is_some()
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ pub mod logs;
 pub mod spans;
 #[cfg(feature = "otel")]
 mod stages;
+pub mod traceparent;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -314,6 +314,47 @@ async fn the_rmcp_client_over_stdio_and_http() {
     client.cancel().await.unwrap();
 }
 
+/// A client that starts `airlock serve` with socket pairs for its stdin and stdout, as
+/// Node's `child_process` does, gets the same service as over pipes (the gateway reads
+/// and writes them through the runtime's I/O driver, as it does pipes).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_rmcp_client_over_socket_pairs_as_node_starts_servers() {
+    use std::os::fd::OwnedFd;
+    use std::os::unix::net::UnixStream;
+    let raw_log = tempfile::NamedTempFile::new().unwrap();
+    let ws = gateway_workspace(raw_log.path(), None);
+    let (to_gateway, gateway_stdin) = UnixStream::pair().unwrap();
+    let (from_gateway, gateway_stdout) = UnixStream::pair().unwrap();
+    let mut child = tokio::process::Command::new(airlock_bin())
+        .args(serve_args(&ws, &["serve"]))
+        .current_dir(ws.dir.path())
+        .env("AIRLOCK_CONFIG", ws.dir.path().join("no-user-config.toml"))
+        .env("AIRLOCK_PLUGIN_CACHE", support::plugin_cache())
+        .stdin(std::process::Stdio::from(OwnedFd::from(gateway_stdin)))
+        .stdout(std::process::Stdio::from(OwnedFd::from(gateway_stdout)))
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("airlock serve starts");
+    let stream = |socket: UnixStream| {
+        socket.set_nonblocking(true).unwrap();
+        tokio::net::UnixStream::from_std(socket).unwrap()
+    };
+    let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(
+        stream(from_gateway),
+        stream(to_gateway),
+    );
+    let recorder = Recorder::default();
+    let client = serve_client(recorder.clone(), transport).await.unwrap();
+    exercise(&client, &recorder, raw_log.path()).await;
+    client.cancel().await.unwrap();
+    let exited = tokio::time::timeout(Duration::from_secs(15), child.wait()).await;
+    assert!(
+        exited.is_ok(),
+        "airlock serve exits when its client goes away"
+    );
+}
+
 #[test]
 fn grants_mode_shows_and_runs_only_granted_services() {
     let raw_log = tempfile::NamedTempFile::new().unwrap();

@@ -5,7 +5,10 @@
 //! - `airlock`: `Airlock::call_with` (session, content plugin, redaction plugin,
 //!   retention), P2;
 //! - `gateway`: a plain rmcp client talking to `airlock serve` over stdio, which calls the
-//!   server (issue 10's gateway figure).
+//!   server (issue 10's gateway figure);
+//! - `relay`: a plain rmcp client talking to a bare byte relay in front of the server
+//!   (this benchmark's binary run again as one: two threads copying bytes, no parsing),
+//!   the floor of any second hop, which `gateway` is measured against.
 //!
 //! Results of 16 B, 4 KiB and 1 MiB (the server's `echo` tool). `scripts/bench-ratios.sh`
 //! prints airlock/baseline and gateway/baseline.
@@ -14,13 +17,33 @@ use std::process::Stdio;
 
 use airlock_host::config::{Config, process_env};
 use airlock_host::{Airlock, AirlockOptions, CallOptions};
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
 use serde_json::{Value, json};
 
 const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
+
+/// Set (to the server's program) when this binary runs as the bare relay.
+const RELAY: &str = "AIRLOCK_BENCH_RELAY";
+
+/// The bare relay: starts the server and copies bytes both ways until either side
+/// closes (`std::io::copy`, which splices between pipes on Linux).
+fn relay(program: &str) {
+    let mut child = std::process::Command::new(program)
+        .arg("demo-server")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the relayed server");
+    let mut to_server = child.stdin.take().unwrap();
+    let mut from_server = child.stdout.take().unwrap();
+    std::thread::spawn(move || std::io::copy(&mut std::io::stdin().lock(), &mut to_server));
+    let _ = std::io::copy(&mut from_server, &mut std::io::stdout().lock());
+    let _ = child.kill();
+}
 
 fn config_text() -> String {
     format!(
@@ -80,6 +103,13 @@ fn bench(c: &mut Criterion) {
     let config = Config::from_str(&config_path, &config_text(), &process_env).unwrap();
     let airlock = rt.block_on(Airlock::start(config, options)).unwrap();
 
+    // The bare relay in front of the server.
+    let (relayed, _relay_child) = rt.block_on(rmcp_client({
+        let mut cmd = tokio::process::Command::new(std::env::current_exe().unwrap());
+        cmd.env(RELAY, AIRLOCK);
+        cmd
+    }));
+
     // The gateway: `airlock serve` over stdio.
     let (gateway, _gateway_child) = rt.block_on(rmcp_client({
         let mut cmd = tokio::process::Command::new(AIRLOCK);
@@ -98,6 +128,8 @@ fn bench(c: &mut Criterion) {
         // All three give back the same text before anything is timed.
         let direct_out = rt.block_on(direct.call_tool(echo("echo", &text))).unwrap();
         assert_eq!(first_text(&direct_out), text);
+        let relayed_out = rt.block_on(relayed.call_tool(echo("echo", &text))).unwrap();
+        assert_eq!(first_text(&relayed_out), text);
         let library_out = rt
             .block_on(airlock.calls().call_with(
                 "mcp__demo__echo",
@@ -122,6 +154,9 @@ fn bench(c: &mut Criterion) {
         group.bench_function("baseline", |b| {
             b.iter(|| rt.block_on(direct.call_tool(echo("echo", &text))).unwrap())
         });
+        group.bench_function("relay", |b| {
+            b.iter(|| rt.block_on(relayed.call_tool(echo("echo", &text))).unwrap())
+        });
         group.bench_function("airlock", |b| {
             b.iter(|| {
                 rt.block_on(airlock.calls().call_with(
@@ -142,10 +177,19 @@ fn bench(c: &mut Criterion) {
     }
     rt.block_on(async {
         let _ = direct.cancel().await;
+        let _ = relayed.cancel().await;
         let _ = gateway.cancel().await;
         airlock.close().await;
     });
 }
 
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+fn main() {
+    if let Ok(program) = std::env::var(RELAY) {
+        relay(&program);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -25,6 +25,7 @@ mod health;
 mod http;
 mod metrics;
 mod notices;
+mod own_stdio;
 mod own_tools;
 mod questions;
 mod results;
@@ -94,8 +95,9 @@ pub async fn serve_stdio(
     use rmcp::transport::async_rw::AsyncRwTransport;
     let gateway = Arc::new(Gateway::new(airlock, options));
     let handler = gateway.stdio_session();
-    let transport = AsyncRwTransport::new_server(tokio::io::stdin(), tokio::io::stdout())
-        .with_max_line_length(MAX_MESSAGE_BYTES);
+    let (input, output) = own_stdio::own_stdio();
+    let transport =
+        AsyncRwTransport::new_server(input, output).with_max_line_length(MAX_MESSAGE_BYTES);
     let running = rmcp::serve_server(handler, wire::WireTransport(transport))
         .await
         .map_err(|e| std::io::Error::other(format!("MCP handshake with the client failed: {e}")))?;

@@ -54,7 +54,10 @@ pub(super) fn own_stdio() -> (Input, Output) {
         (input, output)
     }
     #[cfg(not(unix))]
-    (Input::Other(tokio::io::stdin()), Output::Other(tokio::io::stdout()))
+    (
+        Input::Other(tokio::io::stdin()),
+        Output::Other(tokio::io::stdout()),
+    )
 }
 
 #[cfg(unix)]
@@ -82,7 +85,9 @@ mod unix {
     pub(super) fn input() -> io::Result<Input> {
         let (fd, kind) = own(io::stdin().as_fd())?;
         if kind.is_fifo() {
-            Ok(Input::Pipe(tokio::net::unix::pipe::Receiver::from_owned_fd(fd)?))
+            Ok(Input::Pipe(
+                tokio::net::unix::pipe::Receiver::from_owned_fd(fd)?,
+            ))
         } else if kind.is_socket() {
             Ok(Input::Socket(socket(fd)?))
         } else {
@@ -93,7 +98,9 @@ mod unix {
     pub(super) fn output() -> io::Result<Output> {
         let (fd, kind) = own(io::stdout().as_fd())?;
         if kind.is_fifo() {
-            Ok(Output::Pipe(tokio::net::unix::pipe::Sender::from_owned_fd(fd)?))
+            Ok(Output::Pipe(tokio::net::unix::pipe::Sender::from_owned_fd(
+                fd,
+            )?))
         } else if kind.is_socket() {
             Ok(Output::Socket(socket(fd)?))
         } else {

@@ -43,6 +43,7 @@ fn relay(program: &str) {
     std::thread::spawn(move || std::io::copy(&mut std::io::stdin().lock(), &mut to_server));
     let _ = std::io::copy(&mut from_server, &mut std::io::stdout().lock());
     let _ = child.kill();
+    let _ = child.wait();
 }
 
 fn config_text() -> String {

@@ -290,19 +290,8 @@ async fn the_rmcp_client_over_stdio_and_http() {
     let ws = gateway_workspace(raw_log.path(), None);
 
     let mut child = support::stdio_gateway(&ws, &["serve"]);
-    let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(
-        child.stdout.take().unwrap(),
-        child.stdin.take().unwrap(),
-    );
-    let recorder = Recorder::default();
-    let client = serve_client(recorder.clone(), transport).await.unwrap();
-    exercise(&client, &recorder, raw_log.path()).await;
-    client.cancel().await.unwrap();
-    let exited = tokio::time::timeout(Duration::from_secs(15), child.wait()).await;
-    assert!(
-        exited.is_ok(),
-        "airlock serve exits when its client goes away"
-    );
+    let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    exercise_over_stdio(child, stdout, stdin, raw_log.path()).await;
 
     let raw_log = tempfile::NamedTempFile::new().unwrap();
     let ws = gateway_workspace(raw_log.path(), None);
@@ -325,28 +314,41 @@ async fn the_rmcp_client_over_socket_pairs_as_node_starts_servers() {
     let ws = gateway_workspace(raw_log.path(), None);
     let (to_gateway, gateway_stdin) = UnixStream::pair().unwrap();
     let (from_gateway, gateway_stdout) = UnixStream::pair().unwrap();
-    let mut child = tokio::process::Command::new(airlock_bin())
-        .args(serve_args(&ws, &["serve"]))
-        .current_dir(ws.dir.path())
-        .env("AIRLOCK_CONFIG", ws.dir.path().join("no-user-config.toml"))
-        .env("AIRLOCK_PLUGIN_CACHE", support::plugin_cache())
-        .stdin(std::process::Stdio::from(OwnedFd::from(gateway_stdin)))
-        .stdout(std::process::Stdio::from(OwnedFd::from(gateway_stdout)))
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("airlock serve starts");
+    let child = support::stdio_gateway_on(
+        &ws,
+        &["serve"],
+        OwnedFd::from(gateway_stdin).into(),
+        OwnedFd::from(gateway_stdout).into(),
+    );
     let stream = |socket: UnixStream| {
         socket.set_nonblocking(true).unwrap();
         tokio::net::UnixStream::from_std(socket).unwrap()
     };
-    let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(
+    exercise_over_stdio(
+        child,
         stream(from_gateway),
         stream(to_gateway),
-    );
+        raw_log.path(),
+    )
+    .await;
+}
+
+/// [`exercise`] by an rmcp client reading the gateway's stdout from `from_gateway` and
+/// writing its stdin to `to_gateway`; the gateway exits once the client goes away.
+async fn exercise_over_stdio<R, W>(
+    mut child: tokio::process::Child,
+    from_gateway: R,
+    to_gateway: W,
+    raw_log: &std::path::Path,
+) where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let transport =
+        rmcp::transport::async_rw::AsyncRwTransport::new_client(from_gateway, to_gateway);
     let recorder = Recorder::default();
     let client = serve_client(recorder.clone(), transport).await.unwrap();
-    exercise(&client, &recorder, raw_log.path()).await;
+    exercise(&client, &recorder, raw_log).await;
     client.cancel().await.unwrap();
     let exited = tokio::time::timeout(Duration::from_secs(15), child.wait()).await;
     assert!(

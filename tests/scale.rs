@@ -273,12 +273,26 @@ fn grant_answers_kept_in_memory_follow_every_hosts_changes() {
         Registry::open_at(dir.path(), &location).unwrap()
     };
     let (here, there) = (open(), open());
+    let name = pg_listen::application_name(&tag);
+    let listeners = format!("SELECT pid FROM pg_stat_activity WHERE application_name = '{name}'");
+    let listening_pids = || -> Vec<i32> {
+        support::with_postgres(&url, async |client| {
+            let rows = client.query(&listeners, &[]).await.unwrap();
+            rows.iter().map(|row| row.get(0)).collect()
+        })
+    };
+    // A host that has checked no grant (a one-shot command) opens no listening connection.
+    there.grant("alice", "svc").unwrap();
+    assert!(listening_pids().is_empty());
+    assert!(!here.hears_changes());
+    // The first check starts listening.
+    assert!(here.is_granted("alice", "svc").unwrap());
+    assert!(!there.is_granted("bob", "svc").unwrap());
     let listening = held_within(Duration::from_secs(10), || {
         here.hears_changes() && there.hears_changes()
     });
     assert!(listening.is_some(), "both hosts listen for changes");
 
-    there.grant("alice", "svc").unwrap();
     assert!(here.is_granted("alice", "svc").unwrap());
     assert!(!here.is_granted("alice", "other").unwrap());
     assert!(there.revoke("alice", "svc").unwrap());
@@ -307,31 +321,19 @@ fn grant_answers_kept_in_memory_follow_every_hosts_changes() {
     });
     assert!(here.is_granted("alice", "other").unwrap(), "kept in memory");
     // The listening connections of this schema's hosts are cut.
-    let name = pg_listen::application_name(&tag);
-    let listeners = format!("SELECT pid FROM pg_stat_activity WHERE application_name = '{name}'");
-    let cut: Vec<i32> = support::with_postgres(&url, async |client| {
-        let pids: Vec<i32> = client
-            .query(&listeners, &[])
-            .await
-            .unwrap()
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
-        for pid in &pids {
+    let cut = listening_pids();
+    support::with_postgres(&url, async |client| {
+        for pid in &cut {
             client
                 .execute("SELECT pg_terminate_backend($1)", &[pid])
                 .await
                 .unwrap();
         }
-        pids
     });
     assert_eq!(cut.len(), 2, "one listening connection per host");
     // Both hosts listen again by themselves, on new connections.
     let relistened = held_within(Duration::from_secs(10), || {
-        let now: Vec<i32> = support::with_postgres(&url, async |client| {
-            let rows = client.query(&listeners, &[]).await.unwrap();
-            rows.iter().map(|row| row.get(0)).collect()
-        });
+        let now = listening_pids();
         now.len() == 2 && now.iter().all(|pid| !cut.contains(pid))
     });
     assert!(relistened.is_some(), "the hosts listen again by themselves");

@@ -90,13 +90,25 @@ pub fn serve_args(ws: &Workspace, extra: &[&str]) -> Vec<String> {
 /// `airlock serve` over stdio in `ws` (its command line from [`serve_args`] with `extra`),
 /// its stdin and stdout piped for an MCP client, killed when dropped.
 pub fn stdio_gateway(ws: &Workspace, extra: &[&str]) -> tokio::process::Child {
+    use std::process::Stdio;
+    stdio_gateway_on(ws, extra, Stdio::piped(), Stdio::piped())
+}
+
+/// [`stdio_gateway`] with the given stdin and stdout (a socket pair, as Node starts
+/// servers, say).
+pub fn stdio_gateway_on(
+    ws: &Workspace,
+    extra: &[&str],
+    stdin: std::process::Stdio,
+    stdout: std::process::Stdio,
+) -> tokio::process::Child {
     tokio::process::Command::new(super::airlock_bin())
         .args(serve_args(ws, extra))
         .current_dir(ws.dir.path())
         .env("AIRLOCK_CONFIG", ws.dir.path().join("no-user-config.toml"))
         .env("AIRLOCK_PLUGIN_CACHE", super::plugin_cache())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
+        .stdin(stdin)
+        .stdout(stdout)
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()

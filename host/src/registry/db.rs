@@ -83,6 +83,15 @@ impl Db {
         }
     }
 
+    /// Starts hearing other hosts' changes, where the engine can (PostgreSQL; once).
+    pub(super) fn hear_changes(&self) {
+        match self {
+            Db::Sqlite(_) => {}
+            #[cfg(feature = "postgres")]
+            Db::Postgres(pg) => pg.hear_changes(),
+        }
+    }
+
     /// Runs a query expecting at most one row.
     pub(super) fn query_opt(
         &self,

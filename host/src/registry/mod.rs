@@ -323,8 +323,8 @@ impl Registry {
     }
 
     /// Whether grant answers are kept in memory now: the registry is in PostgreSQL and
-    /// its listener hears every host's changes (see `registry/grant_memo.rs`). False on
-    /// SQLite, whose checks always ask the database.
+    /// its listener (started by the first grant check) hears every host's changes (see
+    /// `registry/grant_memo.rs`). False on SQLite, whose checks always ask the database.
     pub fn hears_changes(&self) -> bool {
         self.memo.live()
     }
@@ -425,7 +425,7 @@ impl Registry {
     /// every host's changes are heard (see `registry/grant_memo.rs`). While the database
     /// cannot be reached, a grant it confirmed within the outage grace still counts.
     pub fn is_granted(&self, agent: &str, service: &str) -> Result<bool, RegistryError> {
-        if let Some(granted) = self.memo.recall(agent, service) {
+        if let Some(granted) = self.kept_grant(agent, service) {
             return Ok(granted);
         }
         let stamp = self.memo.stamp();
@@ -440,7 +440,7 @@ impl Registry {
         agent: &str,
         service: &str,
     ) -> Result<bool, RegistryError> {
-        if let Some(granted) = self.memo.recall(agent, service) {
+        if let Some(granted) = self.kept_grant(agent, service) {
             return Ok(granted);
         }
         let stamp = self.memo.stamp();
@@ -449,6 +449,16 @@ impl Registry {
             .query_async(GRANT, &[agent.into(), service.into()])
             .await;
         self.granted_from(agent, service, asked, stamp)
+    }
+
+    /// The kept answer for `agent` and `service`; without one, the listener is started
+    /// (once), so that later answers may be kept.
+    fn kept_grant(&self, agent: &str, service: &str) -> Option<bool> {
+        let kept = self.memo.recall(agent, service);
+        if kept.is_none() {
+            self.db.hear_changes();
+        }
+        kept
     }
 
     /// A grant query's answer (sent at `stamp`), kept in memory and for outages, or

@@ -45,13 +45,18 @@ pub(crate) struct Postgres {
     location: String,
     bounds: RegistryBounds,
     outage: std::sync::Mutex<Outage>,
-    /// The task hearing other hosts' changes ([`super::pg_listen`]).
-    listener: tokio::task::AbortHandle,
+    /// Grant answers kept while other hosts' changes are heard.
+    memo: Arc<GrantMemo>,
+    /// The task hearing other hosts' changes ([`super::pg_listen`]), started by the
+    /// first grant check ([`Postgres::hear_changes`]).
+    listener: std::sync::OnceLock<tokio::task::AbortHandle>,
 }
 
 impl Drop for Postgres {
     fn drop(&mut self) {
-        self.listener.abort();
+        if let Some(listener) = self.listener.get() {
+            listener.abort();
+        }
     }
 }
 
@@ -202,9 +207,9 @@ fn decode(row: &tokio_postgres::Row) -> Result<Row, tokio_postgres::Error> {
 }
 
 impl Postgres {
-    /// Connects to `url`, creates `schema` when it is missing, runs the migrations (one
-    /// host at a time: an advisory lock serializes hosts starting together), and starts
-    /// listening for other hosts' changes, which keep `memo` true.
+    /// Connects to `url`, creates `schema` when it is missing, and runs the migrations
+    /// (one host at a time: an advisory lock serializes hosts starting together). `memo`
+    /// is kept true by the listener [`Postgres::hear_changes`] starts.
     pub(super) fn connect(
         url: &str,
         schema: &str,
@@ -230,7 +235,6 @@ impl Postgres {
             )));
         }
         let location = format!("{} ({schema})", describe(&config));
-        let listener = pg_listen::spawn(config.clone(), schema, bounds.timeout, memo);
         let pg = Postgres {
             state: Arc::new(State {
                 config,
@@ -241,10 +245,26 @@ impl Postgres {
             location,
             bounds,
             outage: Default::default(),
-            listener,
+            memo,
+            listener: Default::default(),
         };
         pg.migrate()?;
         Ok(pg)
+    }
+
+    /// Starts listening for other hosts' changes, once: grant checks answer from memory
+    /// from then on, while they are heard. A host that never checks a grant (a one-shot
+    /// command) opens no listening connection.
+    pub(super) fn hear_changes(&self) {
+        self.listener.get_or_init(|| {
+            let config = self.state.config.clone();
+            pg_listen::spawn(
+                config,
+                &self.state.schema,
+                self.bounds.timeout,
+                self.memo.clone(),
+            )
+        });
     }
 
     /// Where the registry is, for messages (no credentials).

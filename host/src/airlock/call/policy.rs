@@ -53,7 +53,8 @@ impl Allowed {
 
 impl PolicyStage {
     /// Runs the chain on a call of `agent` before any session opens: a denied call
-    /// never reaches the server.
+    /// never reaches the server. The caller skips this stage for a service without
+    /// policy ([`Allowed::unchecked`]).
     pub(super) async fn before(
         &self,
         agent: &str,
@@ -61,9 +62,6 @@ impl PolicyStage {
         arguments: Map<String, Value>,
         stage: &mut Stage,
     ) -> Result<Allowed, CallError> {
-        if found.pipeline.policy().is_empty() {
-            return Ok(Allowed::unchecked(arguments));
-        }
         let call = Call {
             agent: agent.to_string(),
             service: found.tool.service.clone(),

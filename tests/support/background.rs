@@ -140,7 +140,18 @@ impl HttpGateway {
 
     /// [`HttpGateway::start`] with `envs` set for the gateway.
     pub fn start_with_env(ws: &Workspace, extra: &[&str], envs: &[(&str, &str)]) -> HttpGateway {
-        let mut args = serve_args(ws, &["serve", "--http", "127.0.0.1:0"]);
+        HttpGateway::start_on(ws, "127.0.0.1:0", extra, envs)
+    }
+
+    /// [`HttpGateway::start_with_env`] listening on `addr` (a port chosen beforehand, for
+    /// a gateway whose own URL must be known before it starts).
+    pub fn start_on(
+        ws: &Workspace,
+        addr: &str,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+    ) -> HttpGateway {
+        let mut args = serve_args(ws, &["serve", "--http", addr]);
         args.extend(extra.iter().map(|s| s.to_string()));
         let mut child = Command::new(airlock_bin())
             .args(&args)

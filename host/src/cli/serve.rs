@@ -164,6 +164,7 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
             http.allowed_hosts = args.allowed_hosts.clone();
             http.max_sessions = args.max_sessions;
             http.session_idle = Duration::from_secs(args.session_idle_secs.max(1));
+            http.auth = crate::config::load_serve_auth(&config_sources(cli)?, &process_env)?;
             let (bound, at) = tokio::sync::oneshot::channel();
             tokio::spawn(async move {
                 if let Ok(at) = at.await {

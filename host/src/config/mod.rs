@@ -11,6 +11,7 @@ mod expand;
 mod fields;
 mod limits;
 mod parse;
+mod serve_auth;
 mod source;
 mod storage;
 mod telemetry;
@@ -25,6 +26,7 @@ use serde_json::Value;
 pub use error::{ConfigError, SettingError};
 pub use expand::expand_vars;
 pub use limits::{CallLimits, LimitsTable, Rate};
+pub use serve_auth::{ServeAuth, load_serve_auth};
 pub use source::{Scope, Source, UnknownScope};
 pub use storage::{
     DEFAULT_REGISTRY_SCHEMA, RegistryBounds, RegistryLocation, ResultsLocation, S3Location, Storage,

@@ -25,6 +25,8 @@ pub(super) struct Document {
     pub results: Option<Value>,
     /// The `[telemetry]` table, unexpanded.
     pub telemetry: Option<Value>,
+    /// The `[serve]` table, unexpanded.
+    pub serve: Option<Value>,
     /// The `[limits]` table.
     pub limits: Option<super::LimitsTable>,
 }
@@ -104,7 +106,7 @@ pub(super) fn parse_document(file: &Path, text: &str) -> Result<Document, Config
     };
     let mut servers = Vec::new();
     let (mut sandbox, mut registry, mut results, mut telemetry) = (None, None, None, None);
-    let mut limits = None;
+    let (mut limits, mut serve) = (None, None);
     for (key, value) in root {
         match key.as_str() {
             "mcp_servers" | "mcpServers" | "servers" => {
@@ -120,10 +122,11 @@ pub(super) fn parse_document(file: &Path, text: &str) -> Result<Document, Config
             "registry" => registry = Some(value),
             "results" => results = Some(value),
             "telemetry" => telemetry = Some(value),
+            "serve" => serve = Some(value),
             "limits" => limits = Some(super::LimitsTable::parse(&value).map_err(file_err)?),
             other => {
                 return Err(file_err(format!(
-                    "unknown top-level key \"{other}\" (expected \"mcp_servers\", \"sandbox\", \"registry\", \"results\", \"telemetry\" or \"limits\")"
+                    "unknown top-level key \"{other}\" (expected \"mcp_servers\", \"sandbox\", \"registry\", \"results\", \"telemetry\", \"serve\" or \"limits\")"
                 ).into()));
             }
         }
@@ -134,6 +137,7 @@ pub(super) fn parse_document(file: &Path, text: &str) -> Result<Document, Config
         registry,
         results,
         telemetry,
+        serve,
         limits,
     })
 }

@@ -12,7 +12,9 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use serde_json::json;
 
 use super::handler::AuthenticatedAgent;
+use super::identity::{self, Identity, Refusal};
 use super::tokens::TokenBook;
+use crate::Airlock;
 
 /// What the request checks need.
 pub(super) struct Guard {
@@ -28,6 +30,10 @@ pub(super) struct Guard {
     pub(super) max_sessions: usize,
     /// The open downstream sessions.
     pub(super) sessions: Arc<LocalSessionManager>,
+    /// The identity provider whose access tokens name agents (`[serve.auth]`).
+    pub(super) identity: Option<Arc<Identity>>,
+    /// The host whose access stage holds the grants of a token's groups.
+    pub(super) airlock: Airlock,
 }
 
 /// A refusal: `status` with a JSON-RPC error body naming what is wrong.
@@ -85,6 +91,51 @@ impl Guard {
                 -32001,
                 "Unauthorized: a bearer token is required (Authorization: Bearer TOKEN)",
             ))),
+        }
+    }
+
+    /// [`Guard::check`], with access tokens of the identity provider when one is
+    /// configured: a JWT is verified against its keys, Airlock's own tokens are accepted
+    /// beside it unless `own_tokens = false`, and every 401 names the protected resource
+    /// metadata, so a standard MCP client finds where to sign in.
+    pub(super) async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<AuthenticatedAgent, Box<Response>> {
+        let Some(identity) = &self.identity else {
+            return self.check(headers);
+        };
+        self.check_host_and_origin(headers)?;
+        let refused = |refusal: Refusal| Err(Box::new(refuse_token(identity, &refusal)));
+        match bearer_of(headers) {
+            Some(token) if Identity::is_jwt(token) => match identity.verify(token).await {
+                Ok(caller) => {
+                    let access = self.airlock.access();
+                    access.hold_group_grants(&caller.agent, &caller.group_services);
+                    Ok(AuthenticatedAgent(caller.agent))
+                }
+                Err(refusal) => refused(refusal),
+            },
+            Some(token) if identity.own_tokens() => {
+                self.agent_of_token(token).map_err(|mut refusal| {
+                    if refusal.status() == StatusCode::UNAUTHORIZED {
+                        challenge(&mut refusal, identity.challenge(None));
+                    }
+                    refusal
+                })
+            }
+            Some(_) => refused(Refusal::Invalid(
+                "this gateway accepts its identity provider's access tokens only".into(),
+            )),
+            None => {
+                let mut refusal = refuse(
+                    StatusCode::UNAUTHORIZED,
+                    -32001,
+                    "Unauthorized: an access token is required (Authorization: Bearer TOKEN); the WWW-Authenticate header names where to get one",
+                );
+                challenge(&mut refusal, identity.challenge(None));
+                Err(Box::new(refusal))
+            }
         }
     }
 
@@ -156,6 +207,62 @@ impl Guard {
             }
         }
     }
+}
+
+/// Sets the `WWW-Authenticate` challenge of a refusal.
+fn challenge(response: &mut Response, value: String) {
+    if let Ok(value) = HeaderValue::from_str(&value) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
+}
+
+/// The answer to an access token the identity provider's rules refuse: 401
+/// `invalid_token`, 403 `insufficient_scope`, or 503 while its keys cannot be read. It
+/// is logged with its reason, never the token.
+fn refuse_token(identity: &Identity, refusal: &Refusal) -> Response {
+    let mut response = match refusal {
+        Refusal::Invalid(why) => {
+            tracing::info!("refused an access token: {why}");
+            refuse(
+                StatusCode::UNAUTHORIZED,
+                -32001,
+                &format!("Unauthorized: {why}"),
+            )
+        }
+        Refusal::Scope(missing) => {
+            tracing::info!(
+                "refused an access token without scope {}",
+                missing.join(", ")
+            );
+            refuse(
+                StatusCode::FORBIDDEN,
+                -32001,
+                &format!(
+                    "Forbidden: insufficient_scope: the access token lacks the scope {}",
+                    missing.join(" ")
+                ),
+            )
+        }
+        Refusal::Unavailable(why) => {
+            tracing::warn!("cannot verify access tokens: {why}");
+            let mut response = refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                -32000,
+                &format!(
+                    "the identity provider's signing keys cannot be read now ({why}); retry shortly"
+                ),
+            );
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(identity::RETRY_AFTER.as_secs()),
+            );
+            return response;
+        }
+    };
+    challenge(&mut response, identity.challenge(Some(refusal)));
+    response
 }
 
 /// The token of an `Authorization: Bearer TOKEN` header.

@@ -46,6 +46,9 @@ pub struct HttpOptions {
     pub allowed_hosts: Vec<String>,
     /// Whether a bearer token is required on loopback too (it always is remotely).
     pub require_token: bool,
+    /// Access tokens from an identity provider (`[serve.auth]`): every request then
+    /// needs a token, the provider's or (unless turned off) one of Airlock's own.
+    pub auth: Option<crate::config::ServeAuth>,
 }
 
 impl HttpOptions {
@@ -59,6 +62,7 @@ impl HttpOptions {
             max_body_bytes: MAX_MESSAGE_BYTES,
             allowed_hosts: Vec::new(),
             require_token: false,
+            auth: None,
         }
     }
 }
@@ -73,7 +77,7 @@ pub enum HttpError {
     RemoteNotAllowed(SocketAddr),
     /// A remote bind without any token.
     #[error(
-        "serving on {0} needs at least one bearer token: create one with `airlock serve tokens add --agent NAME`"
+        "serving on {0} needs at least one bearer token: create one with `airlock serve tokens add --agent NAME`, or accept an identity provider's access tokens with [serve.auth]"
     )]
     NoTokens(SocketAddr),
     /// The tokens could not be read.
@@ -93,7 +97,7 @@ pub enum HttpError {
 }
 
 async fn guard(State(guard): State<Arc<Guard>>, mut request: Request, next: Next) -> Response {
-    let agent = match guard.check(request.headers()) {
+    let agent = match guard.authenticate(request.headers()).await {
         Ok(agent) => agent,
         Err(refusal) => return *refusal,
     };
@@ -135,6 +139,7 @@ pub async fn serve_http(
     let tokens = TokenBook::with_registry(airlock.registry(), data_dir)
         .map_err(|e| HttpError::Tokens(e.to_string()))?;
     if (!loopback || http.require_token)
+        && http.auth.is_none()
         && tokens
             .list()
             .map_err(|e| HttpError::Tokens(e.to_string()))?
@@ -158,14 +163,20 @@ pub async fn serve_http(
         sessions.clone(),
         config,
     );
+    let identity = http
+        .auth
+        .clone()
+        .map(|auth| Arc::new(super::identity::Identity::new(auth)));
     let guard_state = Arc::new(Guard {
         loopback,
-        token_required: !loopback || http.require_token,
+        token_required: !loopback || http.require_token || identity.is_some(),
         default_agent: serve.agent.clone(),
         tokens,
         allowed_hosts: http.allowed_hosts.clone(),
         max_sessions: http.max_sessions.max(1),
         sessions,
+        identity: identity.clone(),
+        airlock: gateway.airlock.clone(),
     });
     let console =
         super::console::Console::start(gateway.airlock.clone(), data_dir, shutdown.clone());
@@ -178,6 +189,7 @@ pub async fn serve_http(
         .nest_service("/mcp", mcp)
         .layer(middleware::map_response(super::wire::rewrite_responses))
         .layer(middleware::from_fn_with_state(guard_state.clone(), guard))
+        .merge(super::identity::router(identity))
         .merge(super::health::router(Arc::new(health)))
         .merge(super::metrics::router(Arc::new(scrape)))
         .merge(super::console::router(console, guard_state))

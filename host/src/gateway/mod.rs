@@ -23,6 +23,7 @@ mod guard;
 mod handler;
 mod health;
 mod http;
+mod identity;
 mod metrics;
 mod notices;
 mod own_stdio;

@@ -10,8 +10,8 @@
 
 mod approvals;
 
-use std::collections::{BTreeSet, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
 
 pub(crate) use approvals::Answered;
 pub use approvals::{Approval, ApprovalRequest, Approver, RememberArguments};
@@ -149,6 +149,9 @@ pub struct Access {
     events: EventBus,
     /// Every grant as last read by [`Access::take_in_grants`].
     seen: Mutex<BTreeSet<(String, String)>>,
+    /// The services each agent's groups grant, as its latest verified access token
+    /// named them (`[serve.auth] groups`).
+    group_grants: RwLock<HashMap<String, Arc<BTreeSet<String>>>>,
 }
 
 impl Access {
@@ -169,7 +172,39 @@ impl Access {
             agents,
             events,
             seen: Default::default(),
+            group_grants: Default::default(),
         }
+    }
+
+    /// Holds the services `agent`'s groups grant, as its latest verified access token
+    /// named them: they count as grants in grants mode until the agent's next token says
+    /// otherwise (an empty set drops them). Not persisted: a group's members hold them
+    /// only while they present such tokens. `airlock serve --http` calls it for every
+    /// request authenticated by `[serve.auth]`; an embedder that authenticates its users
+    /// itself may too.
+    pub fn hold_group_grants(&self, agent: &str, services: &Arc<BTreeSet<String>>) {
+        let held = self.group_grants.read().expect("group grants poisoned");
+        let same = match held.get(agent) {
+            Some(now) => now == services,
+            None => services.is_empty(),
+        };
+        drop(held);
+        if same {
+            return;
+        }
+        let mut held = self.group_grants.write().expect("group grants poisoned");
+        if services.is_empty() {
+            held.remove(agent);
+        } else {
+            held.insert(agent.to_string(), services.clone());
+        }
+    }
+
+    /// Whether `agent`'s groups grant `service`.
+    fn group_granted(&self, agent: &str, service: &str) -> bool {
+        let held = self.group_grants.read().expect("group grants poisoned");
+        held.get(agent)
+            .is_some_and(|services| services.contains(service))
     }
 
     /// Whether calls need grants.
@@ -183,11 +218,14 @@ impl Access {
         let (agent, service) = request.parties();
         let granted = match self.mode {
             AccessMode::Open => true,
-            AccessMode::Grants => self
-                .registry
-                .is_granted_async(agent, service)
-                .await
-                .map_err(registry_failure)?,
+            AccessMode::Grants => {
+                self.group_granted(agent, service)
+                    || self
+                        .registry
+                        .is_granted_async(agent, service)
+                        .await
+                        .map_err(registry_failure)?
+            }
         };
         self.decide(granted, request)
     }
@@ -203,6 +241,7 @@ impl Access {
         };
         let granted = match self.mode {
             AccessMode::Open => Ok(true),
+            AccessMode::Grants if self.group_granted(agent, service) => Ok(true),
             AccessMode::Grants => self.registry.is_granted(agent, service),
         };
         granted.is_ok_and(|granted| self.decide(granted, &request).is_ok())
@@ -231,13 +270,23 @@ impl Access {
     pub fn granted_services(&self, agent: &str) -> Option<HashSet<String>> {
         match self.mode {
             AccessMode::Open => None,
-            AccessMode::Grants => match self.registry.grants(agent) {
-                Ok(services) => Some(services.into_iter().collect()),
-                Err(e) => {
-                    tracing::warn!(agent, "cannot read grants; granting nothing: {e}");
-                    Some(Default::default())
+            AccessMode::Grants => {
+                let mut granted: HashSet<String> = match self.registry.grants(agent) {
+                    Ok(services) => services.into_iter().collect(),
+                    Err(e) => {
+                        tracing::warn!(
+                            agent,
+                            "cannot read grants; granting nothing but group grants: {e}"
+                        );
+                        Default::default()
+                    }
+                };
+                let held = self.group_grants.read().expect("group grants poisoned");
+                if let Some(services) = held.get(agent) {
+                    granted.extend(services.iter().cloned());
                 }
-            },
+                Some(granted)
+            }
         }
     }
 

@@ -1,0 +1,394 @@
+//! `[serve.auth]`: `airlock serve --http` as an OAuth-protected MCP server in front of a
+//! real OpenID provider on loopback (the npm `oidc-provider`, tests/peers/idp). The
+//! official Python SDK client signs in by itself from the 401's resource metadata; tokens
+//! the gateway must not accept are refused with the right status and error, and never
+//! logged; two users' group claims decide which services each sees and calls.
+
+mod support;
+
+use std::io::BufRead;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rmcp::ServiceExt;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+use support::{
+    HttpGateway, Workspace, call, demo_entry, free_port, python, python_server, root, text_of,
+    toml_str,
+};
+
+/// A running `oidc-provider` with two clients: `alice-app` (group `eng`) and `bob-app`
+/// (group `ops`), both allowed scope `mcp:tools`, issuing JWT access tokens for
+/// `resource`.
+struct Idp {
+    child: Child,
+    issuer: String,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Idp {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+fn peer(script: &str) -> PathBuf {
+    root().join("tests/peers/idp").join(script)
+}
+
+fn node(args: &[&str]) -> String {
+    let out = Command::new("node").args(args).output().expect("run node");
+    assert!(
+        out.status.success(),
+        "node {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+impl Idp {
+    fn start(resource: &str) -> Idp {
+        let dir = tempfile::tempdir().unwrap();
+        let key = node(&[peer("mint.mjs").to_str().unwrap(), "keygen", "idp-key-1"]);
+        std::fs::write(dir.path().join("key.json"), &key).unwrap();
+        let config = json!({
+            "port": 0,
+            "key": serde_json::from_str::<Value>(&key).unwrap(),
+            "clients": [
+                {"client_id": "alice-app", "client_secret": "alice-secret", "groups": ["eng"], "scope": "mcp:tools"},
+                {"client_id": "bob-app", "client_secret": "bob-secret", "groups": ["ops"], "scope": "mcp:tools"},
+            ],
+            "resources": [resource],
+            "resource_scopes": "mcp:tools",
+        });
+        let config_file = dir.path().join("provider.json");
+        std::fs::write(&config_file, config.to_string()).unwrap();
+        let mut child = Command::new("node")
+            .arg(peer("provider.mjs"))
+            .arg(&config_file)
+            .process_group(0)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the identity provider");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let started: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|_| panic!("the provider's first line: {line:?}"));
+        Idp {
+            child,
+            issuer: started["issuer"].as_str().unwrap().to_string(),
+            dir,
+        }
+    }
+
+    /// `claims` signed with the provider's own key (so only the claims can be wrong).
+    fn mint(&self, claims: Value) -> String {
+        self.sign(&self.dir.path().join("key.json"), claims)
+    }
+
+    /// `claims` signed with a key the provider does not publish, named `kid` (a new
+    /// id, or the provider's own key's id: a forgery).
+    fn mint_with_unknown_key(&self, kid: &str, claims: Value) -> String {
+        let other = self.dir.path().join("other.json");
+        let key = node(&[peer("mint.mjs").to_str().unwrap(), "keygen", kid]);
+        std::fs::write(&other, key).unwrap();
+        self.sign(&other, claims)
+    }
+
+    fn sign(&self, key: &std::path::Path, claims: Value) -> String {
+        let file = self.dir.path().join("claims.json");
+        std::fs::write(&file, claims.to_string()).unwrap();
+        node(&[
+            peer("mint.mjs").to_str().unwrap(),
+            "sign",
+            key.to_str().unwrap(),
+            file.to_str().unwrap(),
+        ])
+    }
+
+    /// An access token for `resource` from the client credentials grant.
+    async fn token(&self, client: &str, secret: &str, resource: &str) -> String {
+        let form = format!(
+            "grant_type=client_credentials&scope=mcp%3Atools&resource={}",
+            url_encoded(resource)
+        );
+        let answer: Value = reqwest::Client::new()
+            .post(format!("{}/token", self.issuer))
+            .basic_auth(client, Some(secret))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        answer["access_token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no access token: {answer}"))
+            .to_string()
+    }
+}
+
+/// `text` as a form value.
+fn url_encoded(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A gateway in grants mode behind `[serve.auth]`, with two demo services, `engdocs`
+/// (granted to group `eng`) and `opsdocs` (granted to group `ops`), and its provider.
+fn protected_gateway(envs: &[(&str, &str)]) -> (Workspace, Idp, HttpGateway) {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let audience = format!("http://{addr}/mcp");
+    let idp = Idp::start(&audience);
+    let ws = Workspace::new(&format!(
+        "{}{}[serve.auth]\nissuer = {}\naudience = {}\nrequired_scopes = [\"mcp:tools\"]\ngroups = {{ eng = [\"engdocs\"], ops = [\"opsdocs\"] }}\n",
+        demo_entry("engdocs", ""),
+        demo_entry("opsdocs", ""),
+        toml_str(&idp.issuer),
+        toml_str(&audience),
+    ));
+    let gateway = HttpGateway::start_on(&ws, &addr, &["--access", "grants"], envs);
+    assert_eq!(gateway.url, audience);
+    (ws, idp, gateway)
+}
+
+/// A fresh `initialize` POST to the gateway with `token` (or none): status, the
+/// `WWW-Authenticate` header and the body.
+async fn initialize(url: &str, token: Option<&str>) -> (u16, String, String) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "tests", "version": "1"}},
+        }));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let challenge = response
+        .headers()
+        .get("www-authenticate")
+        .map(|h| h.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    (status, challenge, response.text().await.unwrap())
+}
+
+async fn client(url: &str, token: &str) -> RunningService<RoleClient, ()> {
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_string()).auth_header(token),
+    );
+    ().serve(transport)
+        .await
+        .expect("the gateway accepts the client")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unauthenticated_python_sdk_client_signs_in_through_the_identity_provider() {
+    let (_ws, idp, gateway) = protected_gateway(&[]);
+    let (status, challenge, _) = initialize(&gateway.url, None).await;
+    assert_eq!(status, 401);
+    let metadata_url = gateway
+        .url
+        .replace("/mcp", "/.well-known/oauth-protected-resource/mcp");
+    assert!(
+        challenge.contains(&format!("resource_metadata=\"{metadata_url}\"")),
+        "{challenge}"
+    );
+    let metadata: Value = reqwest::get(&metadata_url)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(metadata["resource"], gateway.url);
+    assert_eq!(metadata["authorization_servers"], json!([idp.issuer]));
+    assert_eq!(metadata["scopes_supported"], json!(["mcp:tools"]));
+
+    // The official client, given only the gateway's URL and its client credentials.
+    let out = tokio::process::Command::new(python())
+        .arg(python_server("idp_client.py"))
+        .args([
+            &gateway.url,
+            &idp.issuer,
+            "alice-app",
+            "alice-secret",
+            "mcp:tools",
+            "mcp__engdocs__echo",
+            r#"{"text": "signed in"}"#,
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["first_status"], 401, "{report}");
+    assert_eq!(report["signed_in"], true, "{report}");
+    assert_eq!(report["text"], "signed in", "{report}");
+    assert_eq!(report["is_error"], false, "{report}");
+    let tools = report["tools"].as_array().unwrap();
+    assert!(tools.contains(&json!("mcp__engdocs__echo")), "{report}");
+    assert!(
+        !tools
+            .iter()
+            .any(|t| t.as_str().unwrap().contains("opsdocs")),
+        "group eng is granted engdocs only: {report}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_the_gateway_must_not_accept_are_refused_and_never_logged() {
+    let (ws, idp, gateway) = protected_gateway(&[("AIRLOCK_LOG", "debug")]);
+    let good = |changes: Value| {
+        let mut claims = json!({
+            "iss": idp.issuer, "aud": gateway.url, "sub": "alice-app",
+            "exp": now() + 300, "iat": now(), "scope": "mcp:tools", "groups": ["eng"],
+        });
+        claims
+            .as_object_mut()
+            .unwrap()
+            .extend(changes.as_object().unwrap().clone());
+        claims
+    };
+    let refused = [
+        (
+            idp.mint(good(json!({"aud": "http://127.0.0.1:1/other"}))),
+            401,
+            "another audience",
+        ),
+        (idp.mint(good(json!({"exp": now() - 600}))), 401, "expired"),
+        (
+            idp.mint(good(json!({"nbf": now() + 600}))),
+            401,
+            "not valid yet",
+        ),
+        (
+            idp.mint(good(json!({"iss": "http://127.0.0.1:1"}))),
+            401,
+            "another issuer",
+        ),
+        (
+            idp.mint_with_unknown_key("rotated-away", good(json!({}))),
+            401,
+            "does not publish",
+        ),
+        (
+            idp.mint_with_unknown_key("idp-key-1", good(json!({}))),
+            401,
+            "signature does not verify",
+        ),
+        (
+            idp.mint(good(json!({"scope": "openid"}))),
+            403,
+            "insufficient_scope",
+        ),
+        (
+            "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln".to_string(),
+            401,
+            "Unauthorized",
+        ),
+        ("not-a-token-of-anyone".to_string(), 401, "not valid"),
+    ];
+    for (token, status, says) in &refused {
+        let (got, challenge, body) = initialize(&gateway.url, Some(token)).await;
+        assert_eq!(got, *status, "{says}: {body}");
+        assert!(body.contains(says), "{says}: {body}");
+        assert!(challenge.contains("resource_metadata="), "{challenge}");
+        let error = if *status == 403 {
+            "insufficient_scope"
+        } else {
+            "invalid_token"
+        };
+        if *says != "not valid" {
+            assert!(
+                challenge.contains(&format!("error=\"{error}\"")),
+                "{challenge}"
+            );
+        }
+    }
+    // The same claims, well formed, are accepted; so is one of Airlock's own tokens.
+    let (status, _, body) = initialize(&gateway.url, Some(&idp.mint(good(json!({}))))).await;
+    assert_eq!(status, 200, "{body}");
+    let (made, out) = ws.json(&["--agent", "machine", "serve", "tokens", "add"], &[]);
+    assert!(out.status.success(), "{made}");
+    let own = made["token"].as_str().unwrap();
+    let (status, _, body) = initialize(&gateway.url, Some(own)).await;
+    assert_eq!(status, 200, "{body}");
+
+    let log = gateway.stderr_lines().join("\n");
+    assert!(log.contains("refused an access token"), "{log}");
+    for (token, _, _) in &refused {
+        let signature = token.rsplit('.').next().unwrap();
+        assert!(!log.contains(signature), "a token reached the log");
+    }
+    assert!(!log.contains(own), "an own token reached the log");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_claims_decide_which_services_each_user_sees_and_calls() {
+    let (_ws, idp, gateway) = protected_gateway(&[]);
+    let alice = idp.token("alice-app", "alice-secret", &gateway.url).await;
+    let bob = idp.token("bob-app", "bob-secret", &gateway.url).await;
+    for (agent, token, mine, theirs) in [
+        ("alice-app", &alice, "engdocs", "opsdocs"),
+        ("bob-app", &bob, "opsdocs", "engdocs"),
+    ] {
+        let session = client(&gateway.url, token).await;
+        let tools = session.list_all_tools().await.unwrap();
+        let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+        assert!(names.contains(&format!("mcp__{mine}__echo")), "{names:?}");
+        assert!(!names.iter().any(|n| n.contains(theirs)), "{names:?}");
+        let ok = session
+            .call_tool(call(&format!("mcp__{mine}__echo"), json!({"text": mine})))
+            .await
+            .unwrap();
+        assert_eq!(text_of(&ok), mine);
+        let refused = session
+            .call_tool(call(&format!("mcp__{theirs}__echo"), json!({"text": "x"})))
+            .await;
+        let said = match refused {
+            Ok(result) => text_of(&result),
+            Err(e) => e.to_string(),
+        };
+        assert_eq!(
+            said,
+            format!(
+                "service_access_denied: agent \"{agent}\" has no grant for service \"{theirs}\""
+            ),
+            "the agent is the token's subject; its groups grant {mine} only"
+        );
+        session.cancel().await.unwrap();
+    }
+}

@@ -22,9 +22,10 @@ use support::{
     toml_str,
 };
 
-/// A running `oidc-provider` with two clients: `alice-app` (group `eng`) and `bob-app`
+/// A running `oidc-provider` with three clients: `alice-app` (group `eng`) and `bob-app`
 /// (group `ops`), both allowed scope `mcp:tools`, issuing JWT access tokens for
-/// `resource`.
+/// `resource`; and `gateway-app`, which may exchange their tokens (RFC 8693) for tokens
+/// for `exchange_audiences`.
 struct Idp {
     child: Child,
     issuer: String,
@@ -61,7 +62,7 @@ fn now() -> u64 {
 }
 
 impl Idp {
-    fn start(resource: &str) -> Idp {
+    fn start(resource: &str, exchange_audiences: &[&str]) -> Idp {
         let dir = tempfile::tempdir().unwrap();
         let key = node(&[peer("mint.mjs").to_str().unwrap(), "keygen", "idp-key-1"]);
         std::fs::write(dir.path().join("key.json"), &key).unwrap();
@@ -71,8 +72,10 @@ impl Idp {
             "clients": [
                 {"client_id": "alice-app", "client_secret": "alice-secret", "groups": ["eng"], "scope": "mcp:tools"},
                 {"client_id": "bob-app", "client_secret": "bob-secret", "groups": ["ops"], "scope": "mcp:tools"},
+                {"client_id": "gateway-app", "client_secret": "gateway-secret", "groups": [], "scope": "mcp:tools", "token_exchange": true},
             ],
             "resources": [resource],
+            "exchange_audiences": exchange_audiences,
             "resource_scopes": "mcp:tools",
         });
         let config_file = dir.path().join("provider.json");
@@ -163,13 +166,24 @@ fn url_encoded(text: &str) -> String {
 /// A gateway in grants mode behind `[serve.auth]`, with two demo services, `engdocs`
 /// (granted to group `eng`) and `opsdocs` (granted to group `ops`), and its provider.
 fn protected_gateway(envs: &[(&str, &str)]) -> (Workspace, Idp, HttpGateway) {
+    protected_gateway_with(envs, &[], |_| String::new())
+}
+
+/// [`protected_gateway`] with the config `more` writes given the provider's issuer (more
+/// services), whose tokens `gateway-app` may exchange for `exchange_audiences`.
+fn protected_gateway_with(
+    envs: &[(&str, &str)],
+    exchange_audiences: &[&str],
+    more: impl Fn(&str) -> String,
+) -> (Workspace, Idp, HttpGateway) {
     let addr = format!("127.0.0.1:{}", free_port());
     let audience = format!("http://{addr}/mcp");
-    let idp = Idp::start(&audience);
+    let idp = Idp::start(&audience, exchange_audiences);
     let ws = Workspace::new(&format!(
-        "{}{}[serve.auth]\nissuer = {}\naudience = {}\nrequired_scopes = [\"mcp:tools\"]\ngroups = {{ eng = [\"engdocs\"], ops = [\"opsdocs\"] }}\n",
+        "{}{}{}[serve.auth]\nissuer = {}\naudience = {}\nrequired_scopes = [\"mcp:tools\"]\ngroups = {{ eng = [\"engdocs\", \"upstream\"], ops = [\"opsdocs\", \"upstream\"] }}\n",
         demo_entry("engdocs", ""),
         demo_entry("opsdocs", ""),
+        more(&idp.issuer),
         toml_str(&idp.issuer),
         toml_str(&audience),
     ));
@@ -391,4 +405,145 @@ async fn group_claims_decide_which_services_each_user_sees_and_calls() {
         );
         session.cancel().await.unwrap();
     }
+}
+
+/// A real streamable-HTTP MCP server (tests/peers/python/bearer_server.py) that says
+/// which bearer token each call carried, and logs each call's token digest.
+struct BearerServer {
+    child: Child,
+    url: String,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for BearerServer {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+impl BearerServer {
+    fn start() -> BearerServer {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("calls.log");
+        let mut child = Command::new(python())
+            .arg(python_server("bearer_server.py"))
+            .args(["--port", "0", "--log"])
+            .arg(&log)
+            .process_group(0)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the bearer server");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("LISTENING ")
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+            .to_string();
+        BearerServer {
+            child,
+            url,
+            log,
+            _dir: dir,
+        }
+    }
+
+    /// The SHA-256 (hex) of every bearer token a call carried, in order.
+    fn token_digests(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["token_sha256"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    }
+}
+
+fn sha256_hex(text: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(text.as_bytes()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_exchange_upstream_sees_each_calling_user_never_their_gateway_token() {
+    let upstream = BearerServer::start();
+    let (ws, idp, gateway) = protected_gateway_with(&[], &[&upstream.url], |issuer| {
+        format!(
+            "[mcp_servers.upstream]\ntype = \"http\"\nurl = {}\nauth = {{ type = \"token_exchange\", token_endpoint = {}, client_id = \"gateway-app\", client_secret = \"gateway-secret\" }}\n",
+            toml_str(&upstream.url),
+            toml_str(format!("{issuer}/token")),
+        )
+    });
+    let alice = idp.token("alice-app", "alice-secret", &gateway.url).await;
+    let bob = idp.token("bob-app", "bob-secret", &gateway.url).await;
+    for (agent, token) in [("alice-app", &alice), ("bob-app", &bob)] {
+        let session = client(&gateway.url, token).await;
+        // Its tools are listed through the first signed-in user's own session.
+        let tools = session.list_all_tools().await.unwrap();
+        assert!(
+            tools.iter().any(|t| t.name == "mcp__upstream__whoami"),
+            "{tools:?}"
+        );
+        for _ in 0..2 {
+            let result = session
+                .call_tool(call("mcp__upstream__whoami", json!({})))
+                .await
+                .unwrap();
+            let text = text_of(&result);
+            let seen: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{text}"));
+            assert_eq!(seen["sub"], agent, "the upstream sees the calling user");
+            assert_eq!(seen["aud"], upstream.url.as_str(), "{seen}");
+            assert_eq!(seen["act"]["sub"], "gateway-app", "{seen}");
+        }
+        session.cancel().await.unwrap();
+    }
+    let exchanges: Value = reqwest::get(format!("{}/test/exchanges", idp.issuer))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        exchanges["count"], 2,
+        "one exchange per user, kept for their calls"
+    );
+    let carried = upstream.token_digests();
+    assert_eq!(carried.len(), 4, "{carried:?}");
+    for own in [&alice, &bob] {
+        assert!(
+            !carried.contains(&sha256_hex(own)),
+            "a user's gateway token reached the upstream"
+        );
+    }
+
+    // An agent that presented no identity-provider token (one of Airlock's own) gets a
+    // clear error, never another user's exchanged token.
+    let (made, out) = ws.json(&["--agent", "machine", "serve", "tokens", "add"], &[]);
+    assert!(out.status.success(), "{made}");
+    let machine = client(&gateway.url, made["token"].as_str().unwrap()).await;
+    let out = ws.run(&["--agent", "machine", "grants", "add", "upstream"], &[]);
+    assert!(out.status.success(), "{}", support::failed(&out));
+    let refused = machine
+        .call_tool(call("mcp__upstream__whoami", json!({})))
+        .await;
+    let said = match refused {
+        Ok(result) => text_of(&result),
+        Err(e) => e.to_string(),
+    };
+    assert!(said.contains("presented none"), "{said}");
+    assert_eq!(
+        upstream.token_digests().len(),
+        4,
+        "no call reached the upstream"
+    );
 }

@@ -42,12 +42,14 @@ pub trait QuestionGate: Send + Sync {
     ) -> Pin<Box<dyn Future<Output = Result<Option<String>, McpError>> + Send + 'a>>;
 }
 
-/// Per-agent clients, roots and log levels.
+/// Per-agent clients, roots, log levels and presented access tokens.
 pub struct Agents {
     links: RwLock<HashMap<String, Arc<AgentLink>>>,
     roots: RwLock<HashMap<String, Vec<String>>>,
     default_roots: Vec<String>,
     log_levels: RwLock<HashMap<String, String>>,
+    /// The access token each agent last presented (memory only, never logged).
+    access_tokens: RwLock<HashMap<String, String>>,
     gate: OnceLock<Weak<dyn QuestionGate>>,
 }
 
@@ -59,6 +61,7 @@ impl Agents {
             roots: Default::default(),
             default_roots,
             log_levels: Default::default(),
+            access_tokens: Default::default(),
             gate: OnceLock::new(),
         }
     }
@@ -162,6 +165,35 @@ impl Agents {
             .write()
             .expect("log levels poisoned")
             .insert(agent.to_string(), level.to_string());
+    }
+
+    /// Records the access token `agent` presented (verified by the caller), for the
+    /// services that exchange it for their own (`auth = { type = "token_exchange" }`).
+    /// Kept in memory only; a later token replaces it. `airlock serve --http` records
+    /// every token `[serve.auth]` verified; an embedder that verifies its users'
+    /// tokens itself may too.
+    pub fn set_access_token(&self, agent: &str, token: &str) {
+        let same = self
+            .access_tokens
+            .read()
+            .expect("access tokens poisoned")
+            .get(agent)
+            .is_some_and(|held| held == token);
+        if !same {
+            self.access_tokens
+                .write()
+                .expect("access tokens poisoned")
+                .insert(agent.to_string(), token.to_string());
+        }
+    }
+
+    /// The access token `agent` last presented, if any.
+    pub(crate) fn access_token(&self, agent: &str) -> Option<String> {
+        self.access_tokens
+            .read()
+            .expect("access tokens poisoned")
+            .get(agent)
+            .cloned()
     }
 }
 

@@ -69,6 +69,16 @@ impl Catalog {
             .collect()
     }
 
+    /// Lists, through `agent`'s own session, the tools of the services that act as the
+    /// calling user (`auth = { type = "token_exchange" }`) and are not named yet: such a
+    /// service cannot be listed at start, before any user signed in. Call it before
+    /// [`Catalog::tools_for`] for an agent that presented an access token
+    /// ([`crate::Agents::set_access_token`]); it does nothing once they are named.
+    pub async fn learn_caller_services(&self, agent: &str) {
+        let may_use = |service: &str| self.access.may_use(agent, service, "tools/list");
+        self.services.catalog_for_caller(agent, may_use).await;
+    }
+
     /// The tools `agent` may see: every tool of an enabled service in open mode, else
     /// those of granted services.
     pub fn tools_for(&self, agent: &str) -> Vec<CatalogTool> {

@@ -1,11 +1,11 @@
 //! The table form of an http server's `auth` setting: the authorization-code flow with a
-//! given client, or client credentials.
+//! given client, client credentials, or token exchange.
 
 use super::SettingError;
 use serde_json::{Map, Value};
 
 use super::fields::Fields;
-use super::{Auth, ClientCredentials, ClientKey, OAuthClient};
+use super::{Auth, ClientCredentials, ClientKey, OAuthClient, TokenExchange};
 
 /// An `auth` table: the authorization-code flow with a given client, or client
 /// credentials. Unknown fields and missing or conflicting ones are named.
@@ -27,9 +27,17 @@ pub(super) fn parse_auth_table(table: &Map<String, Value>) -> Result<Auth, Setti
             "private_key",
             "scopes",
         ],
+        "token_exchange" => &[
+            "type",
+            "token_endpoint",
+            "client_id",
+            "client_secret",
+            "audience",
+            "scopes",
+        ],
         other => {
             return Err(format!(
-                "\"auth.type\" must be \"oauth\" or \"client_credentials\", got \"{other}\""
+                "\"auth.type\" must be \"oauth\", \"client_credentials\" or \"token_exchange\", got \"{other}\""
             )
             .into());
         }
@@ -53,6 +61,21 @@ pub(super) fn parse_auth_table(table: &Map<String, Value>) -> Result<Auth, Setti
             scopes,
         };
         let auth = Auth::OAuth(client);
+        auth.validate()?;
+        return Ok(auth);
+    }
+    if kind == "token_exchange" {
+        let required = |key: &str| -> Result<String, SettingError> {
+            field(key)?
+                .ok_or_else(|| format!("\"auth.{key}\" is required for token exchange").into())
+        };
+        let auth = Auth::TokenExchange(TokenExchange {
+            token_endpoint: required("token_endpoint")?,
+            client_id: required("client_id")?,
+            client_secret: required("client_secret")?,
+            audience: field("audience")?,
+            scopes,
+        });
         auth.validate()?;
         return Ok(auth);
     }
@@ -80,4 +103,45 @@ pub(super) fn parse_auth_table(table: &Map<String, Value>) -> Result<Auth, Setti
     });
     auth.validate()?;
     Ok(auth)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(value: serde_json::Value) -> Result<Auth, String> {
+        parse_auth_table(value.as_object().unwrap()).map_err(|e| e.message)
+    }
+
+    #[test]
+    fn a_token_exchange_table_is_read_and_its_mistakes_named() {
+        let auth = parse(serde_json::json!({
+            "type": "token_exchange", "token_endpoint": "https://idp/token",
+            "client_id": "gw", "client_secret": "s3cret", "audience": "https://api",
+        }))
+        .unwrap();
+        assert!(auth.acts_as_caller());
+        assert_eq!(
+            auth.secrets(),
+            vec![("auth.client_secret".to_string(), "s3cret".to_string())]
+        );
+        assert!(!format!("{auth:?}").contains("s3cret"));
+        for (table, says) in [
+            (
+                serde_json::json!({"type": "token_exchange", "client_id": "gw", "client_secret": "s"}),
+                "\"auth.token_endpoint\" is required for token exchange",
+            ),
+            (
+                serde_json::json!({"type": "token_exchange", "token_endpoint": "idp/token", "client_id": "gw", "client_secret": "s"}),
+                "must be an http:// or https:// URL",
+            ),
+            (
+                serde_json::json!({"type": "token_exchange", "token_endpoint": "https://i", "client_id": "gw", "client_secret": "s", "private_key": "k"}),
+                "\"auth.private_key\" is not a field of an auth table of type \"token_exchange\"",
+            ),
+        ] {
+            let message = parse(table).unwrap_err();
+            assert!(message.contains(says), "{message}");
+        }
+    }
 }

@@ -44,7 +44,9 @@ pub type TransportConfig = Transport<String>;
 /// `{ type = "oauth", client_id, client_secret, client_metadata_url, scopes }` for the
 /// authorization-code flow with a pre-registered or metadata-document client, or
 /// `{ type = "client_credentials", client_id, client_secret | private_key, scopes }` for
-/// a machine-to-machine grant. `Debug` and `Serialize` never show a secret.
+/// a machine-to-machine grant, or `{ type = "token_exchange", token_endpoint, client_id,
+/// client_secret, audience, scopes }` to exchange the calling agent's access token for
+/// one for this server (RFC 8693). `Debug` and `Serialize` never show a secret.
 #[derive(Clone, PartialEq, Eq, Hash, Default)]
 pub enum Auth {
     /// Headers only.
@@ -55,6 +57,9 @@ pub enum Auth {
     OAuth(OAuthClient),
     /// OAuth 2.1 client credentials: tokens without a browser or a person.
     ClientCredentials(ClientCredentials),
+    /// The calling agent's access token (presented to `airlock serve --http` under
+    /// `[serve.auth]`) exchanged for a token for this server (RFC 8693).
+    TokenExchange(TokenExchange),
 }
 
 /// The kind of an [`Auth`], as the string form and `--auth` name it.
@@ -66,6 +71,8 @@ pub enum AuthKind {
     OAuth,
     /// Client credentials (`client_credentials`).
     ClientCredentials,
+    /// Token exchange (`token_exchange`).
+    TokenExchange,
 }
 
 impl AuthKind {
@@ -75,6 +82,7 @@ impl AuthKind {
             "none" => Some(AuthKind::None),
             "oauth" => Some(AuthKind::OAuth),
             "client_credentials" => Some(AuthKind::ClientCredentials),
+            "token_exchange" => Some(AuthKind::TokenExchange),
             _ => None,
         }
     }
@@ -101,6 +109,21 @@ pub struct ClientCredentials {
     pub client_id: String,
     /// How it proves who it is.
     pub key: ClientKey,
+    /// Scopes to ask for.
+    pub scopes: Vec<String>,
+}
+
+/// How the calling agent's access token is exchanged for one for the server.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct TokenExchange {
+    /// The identity provider's token endpoint.
+    pub token_endpoint: String,
+    /// The client Airlock exchanges as.
+    pub client_id: String,
+    /// Its secret.
+    pub client_secret: String,
+    /// The audience asked for (default: the server's URL).
+    pub audience: Option<String>,
     /// Scopes to ask for.
     pub scopes: Vec<String>,
 }
@@ -150,7 +173,15 @@ impl Auth {
             Auth::None => None,
             Auth::OAuth(_) => Some("oauth"),
             Auth::ClientCredentials(_) => Some("client_credentials"),
+            Auth::TokenExchange(_) => Some("token_exchange"),
         }
+    }
+
+    /// Whether the server is reached as each calling user rather than as Airlock (token
+    /// exchange): no session is opened for it without a signed-in user's token, so its
+    /// tools are listed through the first such user's own session.
+    pub fn acts_as_caller(&self) -> bool {
+        matches!(self, Auth::TokenExchange(_))
     }
 
     /// Whether the authorization-code flow is on (tokens from `airlock servers auth`).
@@ -176,6 +207,11 @@ impl Auth {
                     ));
                 }
             }
+            Auth::TokenExchange(te) => {
+                if !te.client_secret.is_empty() {
+                    found.push(("auth.client_secret".to_string(), te.client_secret.clone()));
+                }
+            }
         }
         found
     }
@@ -186,6 +222,7 @@ impl Auth {
             Auth::None => AuthKind::None,
             Auth::OAuth(_) => AuthKind::OAuth,
             Auth::ClientCredentials(_) => AuthKind::ClientCredentials,
+            Auth::TokenExchange(_) => AuthKind::TokenExchange,
         }
     }
 
@@ -207,6 +244,10 @@ impl Auth {
                     ClientKey::PrivateKey(v) => ClientKey::PrivateKey(f("private_key", v)?),
                 };
                 Auth::ClientCredentials(cc)
+            }
+            Auth::TokenExchange(mut te) => {
+                te.client_secret = f("client_secret", te.client_secret)?;
+                Auth::TokenExchange(te)
             }
         })
     }
@@ -241,6 +282,30 @@ impl Auth {
                 }
                 Ok(())
             }
+            Auth::TokenExchange(te) => {
+                for (field, value) in [
+                    ("token_endpoint", &te.token_endpoint),
+                    ("client_id", &te.client_id),
+                    ("client_secret", &te.client_secret),
+                ] {
+                    if value.is_empty() {
+                        return Err(
+                            format!("\"auth.{field}\" is required for token exchange").into()
+                        );
+                    }
+                }
+                let url = &te.token_endpoint;
+                if !(url.starts_with("https://")
+                    || url.starts_with("http://")
+                    || url.starts_with("${"))
+                {
+                    return Err(format!(
+                        "\"auth.token_endpoint\" must be an http:// or https:// URL, got {url:?}"
+                    )
+                    .into());
+                }
+                Ok(())
+            }
         }
     }
 
@@ -270,6 +335,13 @@ impl Auth {
                     scopes: cc.scopes,
                 })
             }
+            Auth::TokenExchange(te) => Auth::TokenExchange(TokenExchange {
+                token_endpoint: f("auth.token_endpoint", te.token_endpoint)?,
+                client_id: f("auth.client_id", te.client_id)?,
+                client_secret: f("auth.client_secret", te.client_secret)?,
+                audience: te.audience.map(|v| f("auth.audience", v)).transpose()?,
+                scopes: te.scopes,
+            }),
         })
     }
 }
@@ -291,6 +363,14 @@ impl fmt::Debug for Auth {
                 .field("client_id", &cc.client_id)
                 .field(cc.key.field(), &MASK)
                 .field("scopes", &cc.scopes)
+                .finish(),
+            Auth::TokenExchange(te) => f
+                .debug_struct("TokenExchange")
+                .field("token_endpoint", &te.token_endpoint)
+                .field("client_id", &te.client_id)
+                .field("client_secret", &MASK)
+                .field("audience", &te.audience)
+                .field("scopes", &te.scopes)
                 .finish(),
         }
     }
@@ -327,6 +407,20 @@ impl Serialize for Auth {
                 map.serialize_entry(cc.key.field(), MASK)?;
                 if !cc.scopes.is_empty() {
                     map.serialize_entry("scopes", &cc.scopes)?;
+                }
+                map.end()
+            }
+            Auth::TokenExchange(te) => {
+                let mut map = serializer.serialize_map(None)?;
+                map.serialize_entry("type", "token_exchange")?;
+                map.serialize_entry("token_endpoint", &te.token_endpoint)?;
+                map.serialize_entry("client_id", &te.client_id)?;
+                map.serialize_entry("client_secret", MASK)?;
+                if let Some(audience) = &te.audience {
+                    map.serialize_entry("audience", audience)?;
+                }
+                if !te.scopes.is_empty() {
+                    map.serialize_entry("scopes", &te.scopes)?;
                 }
                 map.end()
             }

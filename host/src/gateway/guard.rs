@@ -112,6 +112,7 @@ impl Guard {
                 Ok(caller) => {
                     let access = self.airlock.access();
                     access.hold_group_grants(&caller.agent, &caller.group_services);
+                    self.airlock.agents().set_access_token(&caller.agent, token);
                     Ok(AuthenticatedAgent(caller.agent))
                 }
                 Err(refusal) => refused(refusal),

@@ -219,6 +219,7 @@ impl ServerHandler for DownstreamSession {
         let mut tools: Vec<Tool> =
             eras::typed_items(own_tools::definitions(self.gateway.options.tools))?;
         if self.gateway.options.tools == ToolSurface::All {
+            self.airlock().catalog().learn_caller_services(&agent).await;
             let mut catalog = Vec::new();
             for tool in self.airlock().catalog().tools_for(&agent) {
                 if own_tools::is_own(&tool.name) {

@@ -11,6 +11,8 @@
 //!   refresh), used when a session connects;
 //! - [`client_credentials_token`]: machine-to-machine tokens (client secret or a signed
 //!   JWT assertion), with no browser and no authorization step;
+//! - [`exchanged_token`]: the calling agent's access token exchanged for one for the
+//!   service (RFC 8693), kept in memory only;
 //! - [`logout`] and [`is_authorized`].
 //!
 //! Tokens for service `NAME` live in the secret store under `oauth:NAME`, as one JSON
@@ -28,6 +30,7 @@
 //! Layer 2 (reach). May import: `secrets`.
 
 mod callback;
+mod exchange;
 mod flow;
 mod legacy;
 mod machine;
@@ -37,6 +40,7 @@ use rmcp::transport::auth::AuthError;
 
 use crate::secrets::SecretError;
 
+pub use exchange::exchanged_token;
 pub use flow::{access_token, authorize, authorize_with_challenge, refresh_access_token};
 pub use machine::{client_credentials_token, sign_assertion};
 pub use store::{is_authorized, logout};

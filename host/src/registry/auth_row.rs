@@ -9,14 +9,14 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::StoredValue;
-use crate::config::{Auth, ClientCredentials, ClientKey, OAuthClient};
+use crate::config::{Auth, ClientCredentials, ClientKey, OAuthClient, TokenExchange};
 
 /// What a record's [`Auth`] holds in place of a secret field's value; the value (or its
 /// reference) is in [`super::ServiceRecord::auth_secrets`]. It contains NUL characters,
 /// so no value given on a command line, in an environment or in a file can equal it.
 pub const STORED_SECRET: &str = "\0stored-secret\0";
 
-#[derive(Serialize, Deserialize)]
+#[derive(Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AuthRow {
     #[serde(rename = "type")]
@@ -25,6 +25,10 @@ struct AuthRow {
     client_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     client_metadata_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    token_endpoint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    audience: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     scopes: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -46,6 +50,7 @@ pub(super) fn encode(auth: &Auth, secrets: &BTreeMap<String, StoredValue>) -> Op
             scopes: c.scopes.clone(),
             client_secret: c.client_secret.as_ref().and(field("client_secret")),
             private_key: None,
+            ..AuthRow::default()
         },
         Auth::ClientCredentials(cc) => AuthRow {
             kind: "client_credentials".into(),
@@ -58,6 +63,16 @@ pub(super) fn encode(auth: &Auth, secrets: &BTreeMap<String, StoredValue>) -> Op
             private_key: matches!(cc.key, ClientKey::PrivateKey(_))
                 .then(|| field("private_key"))
                 .flatten(),
+            ..AuthRow::default()
+        },
+        Auth::TokenExchange(te) => AuthRow {
+            kind: "token_exchange".into(),
+            client_id: Some(te.client_id.clone()),
+            token_endpoint: Some(te.token_endpoint.clone()),
+            audience: te.audience.clone(),
+            scopes: te.scopes.clone(),
+            client_secret: field("client_secret"),
+            ..AuthRow::default()
         },
     };
     Some(serde_json::to_string(&row).expect("an auth row always serializes"))
@@ -127,6 +142,16 @@ pub(super) fn decode(
                 scopes: row.scopes,
             })
         }
+        "token_exchange" => Auth::TokenExchange(TokenExchange {
+            token_endpoint: row
+                .token_endpoint
+                .ok_or("token exchange without a token_endpoint")?,
+            client_id: row.client_id.ok_or("token exchange without a client_id")?,
+            client_secret: keep("client_secret", row.client_secret)
+                .ok_or("token exchange without a client_secret")?,
+            audience: row.audience,
+            scopes: row.scopes,
+        }),
         other => return Err(format!("unknown auth type {other:?}").into()),
     };
     Ok((auth, secrets))
@@ -155,5 +180,20 @@ mod tests {
         assert_eq!(decode(None).unwrap().0, Auth::None);
         assert!(decode(Some(r#"{"type":"client_credentials","client_id":"a"}"#)).is_err());
         assert!(decode(Some(r#"{"type":"magic"}"#)).is_err());
+        let secrets = BTreeMap::from([(
+            "client_secret".to_string(),
+            StoredValue::Secret("secret:2".into()),
+        )]);
+        let exchange = Auth::TokenExchange(TokenExchange {
+            token_endpoint: "https://idp.example.com/token".into(),
+            client_id: "gateway".into(),
+            client_secret: STORED_SECRET.into(),
+            audience: Some("https://api.example.com".into()),
+            scopes: vec![],
+        });
+        let text = encode(&exchange, &secrets).unwrap();
+        assert!(!text.contains(STORED_SECRET), "{text}");
+        assert_eq!(decode(Some(&text)).unwrap(), (exchange, secrets));
+        assert!(decode(Some(r#"{"type":"token_exchange","client_id":"a"}"#)).is_err());
     }
 }

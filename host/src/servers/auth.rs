@@ -139,6 +139,11 @@ impl AuthChanges {
                     scopes,
                 })
             }
+            AuthKind::TokenExchange => {
+                return Err(invalid(
+                    "--auth token_exchange is set in a config file: auth = { type = \"token_exchange\", token_endpoint, client_id, client_secret, audience }",
+                ));
+            }
         };
         auth.validate().map_err(|e| invalid(e.message))?;
         Ok(auth)

@@ -29,7 +29,8 @@ impl Servers {
             Auth::OAuth(client) => {
                 crate::oauth::authorize(&self.store, service, url, client, open, wait).await
             }
-            Auth::None => Ok(()),
+            // Nothing to sign in to: each call exchanges its agent's own access token.
+            Auth::None | Auth::TokenExchange(_) => Ok(()),
         }
     }
 

@@ -28,6 +28,9 @@ pub struct ConnectOptions<'a> {
     pub secret_store: &'a SecretStore,
     /// Where the agent's own client is found, for sampling, elicitation and server logs.
     pub agent: Option<std::sync::Arc<super::AgentLink>>,
+    /// The access token the agent presented (`[serve.auth]`), for a service that
+    /// exchanges it for its own (`auth = { type = "token_exchange" }`).
+    pub subject_token: Option<String>,
 }
 
 /// An open session, and the OAuth access token it was opened with (a secret the
@@ -68,6 +71,7 @@ pub async fn connect(
                 auth,
                 server.startup_timeout,
                 options.secret_store,
+                options.subject_token.as_deref(),
                 client,
             )
             .await?

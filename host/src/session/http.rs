@@ -17,7 +17,9 @@ use crate::config::Auth;
 use crate::secrets::SecretStore;
 
 /// Opens a session to the HTTP server `name` at `url`; returns it with the OAuth access
-/// token it was opened with, if any.
+/// token it was opened with, if any. `subject_token` is the agent's own access token, for
+/// a service that exchanges it (`token_exchange`).
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn connect_remote(
     name: &str,
     url: &str,
@@ -25,6 +27,7 @@ pub(super) async fn connect_remote(
     auth: &Auth,
     startup_timeout: Duration,
     store: &SecretStore,
+    subject_token: Option<&str>,
     client: AirlockClient,
 ) -> Result<(Session, Option<String>), SessionError> {
     // A token without a person: the stored one, or (client credentials) a new
@@ -37,6 +40,14 @@ pub(super) async fn connect_remote(
             Auth::OAuth(_) => crate::oauth::access_token(store, name, url).await,
             Auth::ClientCredentials(cc) => {
                 crate::oauth::client_credentials_token(store, name, url, cc, fresh).await
+            }
+            Auth::TokenExchange(exchange) => {
+                let Some(subject) = subject_token else {
+                    return Err(SessionError::Authorization(format!(
+                        "service \"{name}\" acts as the calling user: it exchanges the access token the agent presented to `airlock serve --http` ([serve.auth]) for its own, and this agent presented none"
+                    )));
+                };
+                crate::oauth::exchanged_token(name, url, exchange, subject, fresh).await
             }
         };
         token
@@ -79,6 +90,10 @@ fn refused_token(name: &str, auth: &Auth) -> String {
             "service \"{name}\": the server refused the token granted to client \"{}\" (check \"auth.{}\" and the client's grants at the authorization server)",
             cc.client_id,
             cc.key.field()
+        ),
+        Auth::TokenExchange(exchange) => format!(
+            "service \"{name}\": the server refused the token exchanged for the agent's (client \"{}\"; check its audience and scopes at the identity provider)",
+            exchange.client_id
         ),
         _ => format!(
             "service \"{name}\" needs authorization: run `airlock servers auth {name}` (the server refused the stored token)"

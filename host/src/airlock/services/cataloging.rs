@@ -15,6 +15,15 @@ use crate::error::{CallError, ErrorCode};
 use crate::events::Event;
 use crate::registry::StoredCatalog;
 
+/// Why a service acting as the calling user offers no tools yet.
+const AWAITS_A_USER: &str =
+    "acts as the calling user: its tools are listed through the first signed-in user's own session";
+
+/// Whether `config`'s server is reached as each calling user (token exchange).
+fn acts_as_caller(config: &ServerConfig) -> bool {
+    matches!(&config.transport, crate::config::Transport::Http { auth, .. } if auth.acts_as_caller())
+}
+
 /// What [`Services::reconcile`] changed, by service name.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
 pub struct Reconciled {
@@ -106,6 +115,9 @@ impl Services {
                     ));
                     health.stale = stale;
                 }
+                None if acts_as_caller(config) => {
+                    service.health().untested = Some(AWAITS_A_USER.to_string());
+                }
                 None => to_connect.push(name.clone()),
             }
         }
@@ -118,23 +130,63 @@ impl Services {
         // Names are settled one service at a time, in name order, so namespace
         // allocation is deterministic and never races.
         for (name, session) in opened {
-            let outcome = match session {
-                Ok(live) => match live.session.list_tools().await {
-                    Ok(listed) => self.name_tools(&name, &listed).await.map(|_| ()),
-                    Err(e) => Err(NamingFailed::Session(e.to_string())),
-                },
-                Err(e) => Err(NamingFailed::Session(e.message)),
-            };
-            if let Err(reason) = outcome {
-                let Some(service) = self.get(&name) else {
-                    continue;
-                };
-                let reason = service.secrets().scrub_owned(&reason.to_string());
-                tracing::warn!(service = %name, "service failed: {reason}");
-                service.health().failed = Some(reason);
-                self.pool
-                    .disconnect(DEFAULT_AGENT, &name, "cataloging failed")
-                    .await;
+            self.name_listed(DEFAULT_AGENT, &name, session).await;
+        }
+    }
+
+    /// Names the tools `agent`'s just-opened `session` of `name` lists; a failure marks
+    /// the service failed (scrubbed) and closes the session.
+    async fn name_listed(
+        &self,
+        agent: &str,
+        name: &str,
+        session: Result<Arc<crate::session::LiveSession>, CallError>,
+    ) -> bool {
+        let outcome = match session {
+            Ok(live) => match live.session.list_tools().await {
+                Ok(listed) => self.name_tools(name, &listed).await.map(|_| ()),
+                Err(e) => Err(NamingFailed::Session(e.to_string())),
+            },
+            Err(e) => Err(NamingFailed::Session(e.message)),
+        };
+        let Err(reason) = outcome else {
+            return true;
+        };
+        let Some(service) = self.get(name) else {
+            return false;
+        };
+        let reason = service.secrets().scrub_owned(&reason.to_string());
+        tracing::warn!(service = %name, "service failed: {reason}");
+        service.health().failed = Some(reason);
+        self.pool.disconnect(agent, name, "cataloging failed").await;
+        self.emit_service_changed(name);
+        false
+    }
+
+    /// Lists the tools of the services that act as the calling user and have none named
+    /// yet, through `agent`'s own session, when `agent` presented an access token and may
+    /// use the service. Called before an agent's tool listing; nothing to do once every
+    /// such service is named.
+    pub(crate) async fn catalog_for_caller(&self, agent: &str, may_use: impl Fn(&str) -> bool) {
+        let waiting: Vec<String> = self
+            .names()
+            .into_iter()
+            .filter(|name| {
+                self.get(name).is_some_and(|service| {
+                    acts_as_caller(&service.config)
+                        && service.health().untested.as_deref() == Some(AWAITS_A_USER)
+                })
+            })
+            .collect();
+        if waiting.is_empty() || self.agents.access_token(agent).is_none() {
+            return;
+        }
+        for name in waiting.into_iter().filter(|name| may_use(name)) {
+            let opened = self.open(agent, &name).await;
+            if self.name_listed(agent, &name, opened).await
+                && let Some(service) = self.get(&name)
+            {
+                service.health().untested = None;
                 self.emit_service_changed(&name);
             }
         }

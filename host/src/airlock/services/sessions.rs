@@ -63,6 +63,7 @@ impl Services {
                     notices: tx,
                     secret_store: &self.secret_store,
                     agent: Some(self.agents.link(agent)),
+                    subject_token: self.agents.access_token(agent),
                 };
                 // The session outlives the call that opened it: what it spawns (rmcp's
                 // session task, its spans) must not hold the call's spans open, so it
@@ -81,6 +82,11 @@ impl Services {
                     Ok(connected) => {
                         if let Some(token) = &connected.oauth_token {
                             service.learn_secret("oauth access token", token);
+                        }
+                        // The agent's own token never reaches the server, nor may it
+                        // come back from it.
+                        if let Some(token) = self.agents.access_token(agent) {
+                            service.learn_secret("agent access token", &token);
                         }
                         if let Some(level) = self.agents.log_level(agent) {
                             self.apply_log_level(service_name, &connected.session, &level)

@@ -90,7 +90,7 @@ fn auth_mode(scenario: &str) -> (Option<Machine>, OAuthClient) {
         client_id,
         client_secret: text("client_secret"),
         client_metadata_url: Some(CLIENT_METADATA_URL.to_string()),
-        scopes: Vec::new(),
+        ..OAuthClient::default()
     };
     (None, client)
 }

@@ -19,6 +19,7 @@ pub(super) fn parse_auth_table(table: &Map<String, Value>) -> Result<Auth, Setti
             "client_secret",
             "client_metadata_url",
             "scopes",
+            "per_agent",
         ],
         "client_credentials" => &[
             "type",
@@ -59,6 +60,10 @@ pub(super) fn parse_auth_table(table: &Map<String, Value>) -> Result<Auth, Setti
             client_secret: field("client_secret")?,
             client_metadata_url: field("client_metadata_url")?,
             scopes,
+            per_agent: f
+                .bool("per_agent")
+                .map_err(|m| format!("in \"auth\": {m}"))?
+                .unwrap_or(false),
         };
         let auth = Auth::OAuth(client);
         auth.validate()?;

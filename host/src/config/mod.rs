@@ -222,6 +222,12 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
+    /// Whether the server is reached as each calling user (token exchange, or OAuth
+    /// with `per_agent = true`): see [`Auth::acts_as_caller`].
+    pub fn acts_as_caller(&self) -> bool {
+        matches!(&self.transport, Transport::Http { auth, .. } if auth.acts_as_caller())
+    }
+
     /// A digest of everything that decides how the service launches: the transport,
     /// command, args, cwd, env, URL, headers and auth. Secret values enter only as their
     /// names, so the digest reveals nothing. A tested catalog is fresh while this digest

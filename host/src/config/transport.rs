@@ -100,6 +100,9 @@ pub struct OAuthClient {
     pub client_metadata_url: Option<String>,
     /// Scopes to ask for instead of those the server suggests.
     pub scopes: Vec<String>,
+    /// Whether each agent authorizes the service itself and calls it with its own
+    /// tokens (`per_agent = true`), rather than every agent sharing one authorization.
+    pub per_agent: bool,
 }
 
 /// A machine-to-machine client.
@@ -181,7 +184,11 @@ impl Auth {
     /// exchange): no session is opened for it without a signed-in user's token, so its
     /// tools are listed through the first such user's own session.
     pub fn acts_as_caller(&self) -> bool {
-        matches!(self, Auth::TokenExchange(_))
+        match self {
+            Auth::TokenExchange(_) => true,
+            Auth::OAuth(client) => client.per_agent,
+            Auth::None | Auth::ClientCredentials(_) => false,
+        }
     }
 
     /// Whether the authorization-code flow is on (tokens from `airlock servers auth`).
@@ -322,6 +329,7 @@ impl Auth {
                 client_secret: opt("auth.client_secret", c.client_secret)?,
                 client_metadata_url: opt("auth.client_metadata_url", c.client_metadata_url)?,
                 scopes: c.scopes,
+                per_agent: c.per_agent,
             }),
             Auth::ClientCredentials(cc) => {
                 let client_id = f("auth.client_id", cc.client_id)?;
@@ -357,6 +365,7 @@ impl fmt::Debug for Auth {
                 .field("client_secret", &masked(&c.client_secret))
                 .field("client_metadata_url", &c.client_metadata_url)
                 .field("scopes", &c.scopes)
+                .field("per_agent", &c.per_agent)
                 .finish(),
             Auth::ClientCredentials(cc) => f
                 .debug_struct("ClientCredentials")
@@ -397,6 +406,9 @@ impl Serialize for Auth {
                 }
                 if !c.scopes.is_empty() {
                     map.serialize_entry("scopes", &c.scopes)?;
+                }
+                if c.per_agent {
+                    map.serialize_entry("per_agent", &true)?;
                 }
                 map.end()
             }

@@ -114,6 +114,7 @@ pub(super) fn imported_auth(
             client_secret: None,
             client_metadata_url: None,
             scopes,
+            per_agent: false,
         }),
         withheld,
     ))

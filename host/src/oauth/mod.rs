@@ -126,6 +126,21 @@ impl From<&str> for StepFailure {
     }
 }
 
+/// The name `service`'s tokens are kept under for `agent`: the service's own name, or,
+/// for a service each agent authorizes itself (`per_agent = true`),
+/// `NAME.agent-<16 hex digits of the agent name's SHA-256>`, which is safe in a file
+/// name and a store key whatever the agent's name holds.
+pub fn token_holder(service: &str, auth: &crate::config::Auth, agent: &str) -> String {
+    match auth {
+        crate::config::Auth::OAuth(client) if client.per_agent => {
+            use sha2::Digest;
+            let digest = sha2::Sha256::digest(agent.as_bytes());
+            format!("{service}.agent-{}", hex::encode(&digest[..8]))
+        }
+        _ => service.to_string(),
+    }
+}
+
 /// The HTTP header carrying `token`: `("Authorization", "Bearer TOKEN")`.
 pub fn authorization_header(token: &str) -> (String, String) {
     ("Authorization".to_string(), format!("Bearer {token}"))

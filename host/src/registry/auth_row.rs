@@ -29,6 +29,8 @@ struct AuthRow {
     token_endpoint: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     audience: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    per_agent: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     scopes: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -50,6 +52,7 @@ pub(super) fn encode(auth: &Auth, secrets: &BTreeMap<String, StoredValue>) -> Op
             scopes: c.scopes.clone(),
             client_secret: c.client_secret.as_ref().and(field("client_secret")),
             private_key: None,
+            per_agent: c.per_agent,
             ..AuthRow::default()
         },
         Auth::ClientCredentials(cc) => AuthRow {
@@ -119,6 +122,7 @@ pub(super) fn decode(
             client_secret: keep("client_secret", row.client_secret),
             client_metadata_url: row.client_metadata_url,
             scopes: row.scopes,
+            per_agent: row.per_agent,
         }),
         "client_credentials" => {
             let key = match (

@@ -12,14 +12,20 @@ impl Servers {
     /// Client credentials: a token is obtained now, which checks them. OAuth: the
     /// authorization page is handed to `open` and the loopback callback awaited for at
     /// most `wait`. A service without OAuth has nothing to authorize.
+    ///
+    /// A service each agent authorizes itself (`per_agent = true`) is authorized for
+    /// `agent` alone; other services ignore it.
     pub async fn authorize(
         &self,
         service: &str,
+        agent: &str,
         url: &str,
         auth: &Auth,
         open: OpenUrl<'_>,
         wait: Duration,
     ) -> Result<(), OAuthError> {
+        let holder = crate::oauth::token_holder(service, auth, agent);
+        let service = holder.as_str();
         match auth {
             Auth::ClientCredentials(cc) => {
                 crate::oauth::client_credentials_token(&self.store, service, url, cc, true)
@@ -34,8 +40,10 @@ impl Servers {
         }
     }
 
-    /// Forgets `service`'s OAuth tokens; false when none were stored.
-    pub fn logout(&self, service: &str) -> Result<bool, OAuthError> {
-        crate::oauth::logout(&self.store, service)
+    /// Forgets `service`'s OAuth tokens (`agent`'s own, for a service each agent
+    /// authorizes itself); false when none were stored.
+    pub fn logout(&self, service: &str, agent: &str, auth: &Auth) -> Result<bool, OAuthError> {
+        let holder = crate::oauth::token_holder(service, auth, agent);
+        crate::oauth::logout(&self.store, &holder)
     }
 }

@@ -31,6 +31,8 @@ pub struct ConnectOptions<'a> {
     /// The access token the agent presented (`[serve.auth]`), for a service that
     /// exchanges it for its own (`auth = { type = "token_exchange" }`).
     pub subject_token: Option<String>,
+    /// The agent's name, whose own tokens a `per_agent` OAuth service is called with.
+    pub agent_name: &'a str,
 }
 
 /// An open session, and the OAuth access token it was opened with (a secret the
@@ -72,6 +74,7 @@ pub async fn connect(
                 server.startup_timeout,
                 options.secret_store,
                 options.subject_token.as_deref(),
+                options.agent_name,
                 client,
             )
             .await?

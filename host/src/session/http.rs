@@ -28,16 +28,20 @@ pub(super) async fn connect_remote(
     startup_timeout: Duration,
     store: &SecretStore,
     subject_token: Option<&str>,
+    agent: &str,
     client: AirlockClient,
 ) -> Result<(Session, Option<String>), SessionError> {
+    // A per-agent service's tokens are the agent's own; others', the service's.
+    let holder = crate::oauth::token_holder(name, auth, agent);
+    let holder = holder.as_str();
     // A token without a person: the stored one, or (client credentials) a new
     // grant. Never interactive: an authorization-code service without usable
     // tokens fails with a message naming `airlock servers auth NAME`.
     let token_for = |fresh: bool| async move {
         let token = match auth {
             Auth::None => return Ok(None),
-            Auth::OAuth(_) if fresh => crate::oauth::refresh_access_token(store, name, url).await,
-            Auth::OAuth(_) => crate::oauth::access_token(store, name, url).await,
+            Auth::OAuth(_) if fresh => crate::oauth::refresh_access_token(store, holder, url).await,
+            Auth::OAuth(_) => crate::oauth::access_token(store, holder, url).await,
             Auth::ClientCredentials(cc) => {
                 crate::oauth::client_credentials_token(store, name, url, cc, fresh).await
             }
@@ -50,9 +54,12 @@ pub(super) async fn connect_remote(
                 crate::oauth::exchanged_token(name, url, exchange, subject, fresh).await
             }
         };
-        token
-            .map(Some)
-            .map_err(|e| SessionError::Authorization(e.to_string()))
+        token.map(Some).map_err(|e| match e {
+            crate::oauth::OAuthError::NotAuthorized { detail, .. } if holder != name => {
+                SessionError::Authorization(per_agent_unauthorized(name, agent, &detail))
+            }
+            e => SessionError::Authorization(e.to_string()),
+        })
     };
     let with_token = |token: &Option<String>| {
         let mut headers = headers.clone();
@@ -72,6 +79,13 @@ pub(super) async fn connect_remote(
             tracing::info!(service = %name, "the server refused the token; getting a new one");
             token = token_for(true).await?;
             match Session::connect_http(url, &with_token(&token), startup_timeout, client).await {
+                Err(SessionError::Unauthorized { .. }) if holder != name => {
+                    return Err(SessionError::Authorization(per_agent_unauthorized(
+                        name,
+                        agent,
+                        "the server refused the stored token",
+                    )));
+                }
                 Err(SessionError::Unauthorized { .. }) => {
                     return Err(SessionError::Authorization(refused_token(name, auth)));
                 }
@@ -81,6 +95,14 @@ pub(super) async fn connect_remote(
         other => other?,
     };
     Ok((session, token))
+}
+
+/// What an agent that has not authorized a per-agent service is told: how to authorize
+/// it itself (another agent's tokens are never used).
+fn per_agent_unauthorized(name: &str, agent: &str, detail: &str) -> String {
+    format!(
+        "service \"{name}\" is called with each agent's own authorization, and agent \"{agent}\" has not authorized it ({detail}): run `airlock --agent {agent} servers auth {name}`"
+    )
 }
 
 /// What to do when the server refuses even a fresh token.

@@ -19,11 +19,6 @@ use crate::registry::StoredCatalog;
 const AWAITS_A_USER: &str =
     "acts as the calling user: its tools are listed through the first signed-in user's own session";
 
-/// Whether `config`'s server is reached as each calling user (token exchange).
-fn acts_as_caller(config: &ServerConfig) -> bool {
-    matches!(&config.transport, crate::config::Transport::Http { auth, .. } if auth.acts_as_caller())
-}
-
 /// What [`Services::reconcile`] changed, by service name.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
 pub struct Reconciled {
@@ -115,7 +110,7 @@ impl Services {
                     ));
                     health.stale = stale;
                 }
-                None if acts_as_caller(config) => {
+                None if config.acts_as_caller() => {
                     service.health().untested = Some(AWAITS_A_USER.to_string());
                 }
                 None => to_connect.push(name.clone()),
@@ -164,26 +159,30 @@ impl Services {
     }
 
     /// Lists the tools of the services that act as the calling user and have none named
-    /// yet, through `agent`'s own session, when `agent` presented an access token and may
-    /// use the service. Called before an agent's tool listing; nothing to do once every
-    /// such service is named.
+    /// yet, through `agent`'s own session, when `agent` may use the service and can open
+    /// one (it presented an access token to exchange, or authorized a per-agent service
+    /// itself); an agent that cannot leaves the service waiting for one that can. Called
+    /// before an agent's tool listing; nothing to do once every such service is named.
     pub(crate) async fn catalog_for_caller(&self, agent: &str, may_use: impl Fn(&str) -> bool) {
         let waiting: Vec<String> = self
             .names()
             .into_iter()
             .filter(|name| {
                 self.get(name).is_some_and(|service| {
-                    acts_as_caller(&service.config)
+                    service.config.acts_as_caller()
                         && service.health().untested.as_deref() == Some(AWAITS_A_USER)
                 })
             })
             .collect();
-        if waiting.is_empty() || self.agents.access_token(agent).is_none() {
-            return;
-        }
         for name in waiting.into_iter().filter(|name| may_use(name)) {
-            let opened = self.open(agent, &name).await;
-            if self.name_listed(agent, &name, opened).await
+            let opened = match self.open(agent, &name).await {
+                Ok(live) => live,
+                Err(e) => {
+                    tracing::debug!(service = %name, agent, "cannot list the tools as this agent: {}", e.message);
+                    continue;
+                }
+            };
+            if self.name_listed(agent, &name, Ok(opened)).await
                 && let Some(service) = self.get(&name)
             {
                 service.health().untested = None;

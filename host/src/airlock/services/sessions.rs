@@ -48,6 +48,10 @@ impl Services {
         }
         // A service that keeps failing to connect is left alone for a cooldown.
         let attempt = service.guard.connect()?;
+        // A service reached as each calling user refuses one agent (no token of its own)
+        // without failing for the others: such a refusal neither trips the breaker nor
+        // marks the service failed.
+        let refused_this_agent = std::sync::atomic::AtomicBool::new(false);
         let opened = self
             .pool
             .acquire(agent, service_name, || async {
@@ -64,6 +68,7 @@ impl Services {
                     secret_store: &self.secret_store,
                     agent: Some(self.agents.link(agent)),
                     subject_token: self.agents.access_token(agent),
+                    agent_name: agent,
                 };
                 // The session outlives the call that opened it: what it spawns (rmcp's
                 // session task, its spans) must not hold the call's spans open, so it
@@ -104,7 +109,14 @@ impl Services {
                         }));
                         Ok((connected.session, cwd))
                     }
-                    Err(e) => Err(service.secrets().scrub_owned(&e.to_string())),
+                    Err(e) => {
+                        if matches!(e, crate::session::SessionError::Authorization(_))
+                            && service.config.acts_as_caller()
+                        {
+                            refused_this_agent.store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        Err(service.secrets().scrub_owned(&e.to_string()))
+                    }
                 }
             })
             .await;
@@ -121,6 +133,14 @@ impl Services {
                     ErrorCode::ServiceSessionLimit,
                     AcquireError::<String>::Limit(max).to_string(),
                 ));
+            }
+            Err(AcquireError::Open(reason))
+                if refused_this_agent.load(std::sync::atomic::Ordering::Relaxed) =>
+            {
+                drop(attempt);
+                Err(unavailable(format!(
+                    "cannot connect to service \"{service_name}\": {reason}"
+                )))
             }
             Err(AcquireError::Open(reason)) => {
                 attempt.failed();

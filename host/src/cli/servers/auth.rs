@@ -25,6 +25,7 @@ pub(super) async fn auth(
     servers
         .authorize(
             name,
+            &cli.agent,
             &url,
             &auth,
             &open_in_browser,
@@ -38,6 +39,10 @@ pub(super) async fn auth(
             Auth::ClientCredentials(_) => println!(
                 "\"{name}\" uses client credentials: a token was granted and stored. Airlock gets new ones by itself."
             ),
+            Auth::OAuth(client) if client.per_agent => println!(
+                "Authorized \"{name}\" for agent \"{}\" (its own tokens, in the secret store; Airlock refreshes them silently).",
+                cli.agent
+            ),
             _ => println!(
                 "Authorized \"{name}\". Tokens are in the secret store; Airlock refreshes them silently."
             ),
@@ -47,8 +52,20 @@ pub(super) async fn auth(
 }
 
 /// Runs `airlock servers logout`.
-pub(super) fn logout(cli: &Cli, servers: &Servers, name: &str) -> anyhow::Result<ExitCode> {
-    let had = servers.logout(name)?;
+pub(super) fn logout(
+    cli: &Cli,
+    servers: &Servers,
+    sources: &ConfigSources,
+    name: &str,
+) -> anyhow::Result<ExitCode> {
+    // The service's auth says whose tokens these are; a service no longer configured
+    // (or not using OAuth) still has its shared tokens forgotten.
+    let config = servers.load_config(sources, &process_env)?;
+    let auth = match config.servers.get(name).map(|s| &s.transport) {
+        Some(TransportConfig::Http { auth, .. }) => auth.clone(),
+        _ => Auth::None,
+    };
+    let had = servers.logout(name, &cli.agent, &auth)?;
     print(cli, json!({"ok": true, "forgot_tokens": had}), || {
         if had {
             println!("Forgot the OAuth tokens of \"{name}\".");

@@ -240,6 +240,6 @@ pub async fn run(cli: &Cli, command: &ServersCommand) -> anyhow::Result<ExitCode
         ServersCommand::Auth { name, wait } => {
             auth::auth(cli, &servers, &sources, name, *wait).await
         }
-        ServersCommand::Logout { name } => auth::logout(cli, &servers, name),
+        ServersCommand::Logout { name } => auth::logout(cli, &servers, &sources, name),
     }
 }

@@ -20,6 +20,10 @@ with_storage() {
     trap 'scripts/storage-services.sh stop "$AIRLOCK_TEST_STORAGE_DIR" "$AIRLOCK_TEST_PG_BIN"' EXIT
     "$@"
 }
+# The identity benchmark's provider is an npm test peer.
+if [ "${1:-}" != --report ] && [ ! -d tests/peers/node_modules/oidc-provider ]; then
+    (cd tests/peers && npm ci --no-audit --no-fund --loglevel=error)
+fi
 case "${1:-}" in
     --report) ;;
     --bench)
@@ -35,7 +39,7 @@ case "${1:-}" in
         with_storage cargo bench --locked -p airlock-host \
             --bench pipeline --bench catalog_results --bench startup \
             --bench end_to_end --bench concurrency --bench memory --bench second_language \
-            --bench eras --bench telemetry \
+            --bench eras --bench telemetry --bench identity \
             --bench storage
         ;;
 esac
@@ -91,6 +95,8 @@ for size, target in (("16B", "≤ 1.25×"), ("4KiB", "≤ 1.25×"), ("1MiB", Non
 for size in ("16B", "4KiB"):
     pair("eras", f"call through `airlock serve --http`, {size}: a 2026-07-28 client (stateless requests) vs a 2025-11-25 session",
          f"era_call_{size}", "stateless", "handshake")
+pair("identity", "call through `airlock serve --http`, 16 B: a JWT access token from an identity provider (`[serve.auth]`, verified against its JWKS, then kept until it expires) vs one of Airlock's own tokens, same gateway, taking turns",
+     "identity_call_16B", "jwt", "own_token", "≤ 1.02×", lambda x, y, r: r <= 1.02)
 call, probe = mean("telemetry_idle_4KiB", "call"), mean("telemetry_idle_4KiB", "instrumentation")
 if call and probe:
     bare = call - probe

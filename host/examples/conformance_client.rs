@@ -12,8 +12,9 @@
 //! loopback listener; the suite's authorization server approves at once). Tokens go to a
 //! throwaway file store, and the service is reconnected with the bearer token. At most
 //! three authorization rounds are run (the suite's retry-limit scenario). The scenario's
-//! context (`MCP_CONFORMANCE_CONTEXT`) supplies a pre-registered client, or the
-//! client-credentials client that Airlock then uses by itself from its config.
+//! context (`MCP_CONFORMANCE_CONTEXT`) supplies a pre-registered client, or a client
+//! Airlock then uses by itself from its config: client credentials, or (cross-app
+//! access, SEP-990) an enterprise ID token and the identity provider's token endpoint.
 //!
 //! ```sh
 //! npx @modelcontextprotocol/conformance@0.1.13 client --command target/debug/examples/conformance_client --scenario initialize
@@ -35,20 +36,43 @@ const SERVICE: &str = "conformance";
 /// The config variable carrying the `Authorization` header value.
 const AUTHORIZATION_VAR: &str = "AIRLOCK_CONFORMANCE_AUTHORIZATION";
 
-/// The config variables carrying a client-credentials client's id and secret or key.
-const CLIENT_ID_VAR: &str = "AIRLOCK_CONFORMANCE_CLIENT_ID";
-const CLIENT_KEY_VAR: &str = "AIRLOCK_CONFORMANCE_CLIENT_KEY";
-
 /// The client ID metadata document URL the suite's `auth/basic-cimd` expects (its
 /// authorization server checks the id and never fetches it).
 const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
 
-/// A machine-to-machine client from the scenario's context.
+/// A client Airlock runs by itself from its config (no browser): the `auth` table, its
+/// values passed through variables so they need no TOML quoting.
 struct Machine {
-    client_id: String,
-    /// The client secret, or the PEM private key.
-    key: String,
-    private_key: bool,
+    /// `(field, value)` pairs of the table; `type` first.
+    fields: Vec<(&'static str, String)>,
+}
+
+impl Machine {
+    /// The variable carrying `field`'s value.
+    fn var(field: &str) -> String {
+        format!("AIRLOCK_CONFORMANCE_AUTH_{}", field.to_uppercase())
+    }
+
+    /// The `auth = { … }` line.
+    fn table(&self) -> String {
+        let fields: Vec<String> = self
+            .fields
+            .iter()
+            .map(|(field, value)| match *field {
+                "type" => format!("type = \"{value}\""),
+                _ => format!("{field} = \"${{{}}}\"", Machine::var(field)),
+            })
+            .collect();
+        format!("auth = {{ {} }}\n", fields.join(", "))
+    }
+
+    /// The value of variable `name`, when it is one of this table's.
+    fn value(&self, name: &str) -> Option<String> {
+        self.fields
+            .iter()
+            .find(|(field, _)| Machine::var(field) == name)
+            .map(|(_, value)| value.clone())
+    }
 }
 
 /// How this run authenticates, from `MCP_CONFORMANCE_CONTEXT` (JSON with the scenario's
@@ -62,28 +86,40 @@ fn auth_mode(scenario: &str) -> (Option<Machine>, OAuthClient) {
         .unwrap_or_default();
     let text = |k: &str| context.get(k).and_then(Value::as_str).map(str::to_string);
     let client_id = text("client_id");
+    // Cross-app access: an enterprise ID token, exchanged for an identity assertion.
+    if let (Some(endpoint), Some(id_token), Some(id), Some(secret)) = (
+        text("idp_token_endpoint"),
+        text("idp_id_token"),
+        client_id.clone(),
+        text("client_secret"),
+    ) {
+        let mut fields = vec![
+            ("type", "identity_assertion".to_string()),
+            ("idp_token_endpoint", endpoint),
+            ("id_token", id_token),
+            ("client_id", id),
+            ("client_secret", secret),
+        ];
+        if let Some(idp_client) = text("idp_client_id") {
+            fields.push(("idp_client_id", idp_client));
+        }
+        return (Some(Machine { fields }), OAuthClient::default());
+    }
     if scenario.starts_with("auth/client-credentials")
         && let Some(id) = client_id.clone()
     {
-        if let Some(pem) = text("private_key_pem") {
-            return (
-                Some(Machine {
-                    client_id: id,
-                    key: pem,
-                    private_key: true,
-                }),
-                OAuthClient::default(),
-            );
-        }
-        if let Some(secret) = text("client_secret") {
-            return (
-                Some(Machine {
-                    client_id: id,
-                    key: secret,
-                    private_key: false,
-                }),
-                OAuthClient::default(),
-            );
+        let key = match (text("private_key_pem"), text("client_secret")) {
+            (Some(pem), _) => Some(("private_key", pem)),
+            (None, Some(secret)) => Some(("client_secret", secret)),
+            (None, None) => None,
+        };
+        if let Some(key) = key {
+            let fields = vec![
+                ("type", "client_credentials".to_string()),
+                ("client_id", id),
+                key,
+            ];
+            return (Some(Machine { fields }), OAuthClient::default());
         }
     }
     let client = OAuthClient {
@@ -135,21 +171,14 @@ fn config(
         ));
     }
     if let Some(machine) = machine {
-        // Airlock's own client-credentials support: it gets the token when it connects.
-        let field = if machine.private_key {
-            "private_key"
-        } else {
-            "client_secret"
-        };
-        text.push_str(&format!(
-            "auth = {{ type = \"client_credentials\", client_id = \"${{{CLIENT_ID_VAR}}}\", {field} = \"${{{CLIENT_KEY_VAR}}}\" }}\n"
-        ));
+        // Airlock's own support: it gets the token when it connects.
+        text.push_str(&machine.table());
     }
     let env = |name: &str| match name {
         AUTHORIZATION_VAR => authorization.map(str::to_string),
-        CLIENT_ID_VAR => machine.map(|m| m.client_id.clone()),
-        CLIENT_KEY_VAR => machine.map(|m| m.key.clone()),
-        _ => process_env(name),
+        _ => machine
+            .and_then(|m| m.value(name))
+            .or_else(|| process_env(name)),
     };
     Config::from_str(Path::new("<conformance>"), &text, &env).map_err(|e| e.to_string())
 }
@@ -360,7 +389,8 @@ async fn run(url: &str, scratch: &Path, scenario: &str) -> ExitCode {
             return ExitCode::SUCCESS;
         }
         if machine.is_some() {
-            // Client credentials are Airlock's own business: no browser round to try.
+            // Client credentials and assertions are Airlock's own business: no browser
+            // round to try.
             return ExitCode::FAILURE;
         }
 

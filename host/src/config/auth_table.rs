@@ -5,7 +5,7 @@ use super::SettingError;
 use serde_json::{Map, Value};
 
 use super::fields::Fields;
-use super::{Auth, ClientCredentials, ClientKey, OAuthClient, TokenExchange};
+use super::{Auth, ClientCredentials, ClientKey, IdentityAssertion, OAuthClient, TokenExchange};
 
 /// An `auth` table: the authorization-code flow with a given client, or client
 /// credentials. Unknown fields and missing or conflicting ones are named.
@@ -28,6 +28,15 @@ pub(super) fn parse_auth_table(table: &Map<String, Value>) -> Result<Auth, Setti
             "private_key",
             "scopes",
         ],
+        "identity_assertion" => &[
+            "type",
+            "idp_token_endpoint",
+            "id_token",
+            "idp_client_id",
+            "client_id",
+            "client_secret",
+            "scopes",
+        ],
         "token_exchange" => &[
             "type",
             "token_endpoint",
@@ -38,7 +47,7 @@ pub(super) fn parse_auth_table(table: &Map<String, Value>) -> Result<Auth, Setti
         ],
         other => {
             return Err(format!(
-                "\"auth.type\" must be \"oauth\", \"client_credentials\" or \"token_exchange\", got \"{other}\""
+                "\"auth.type\" must be \"oauth\", \"client_credentials\", \"token_exchange\" or \"identity_assertion\", got \"{other}\""
             )
             .into());
         }
@@ -66,6 +75,23 @@ pub(super) fn parse_auth_table(table: &Map<String, Value>) -> Result<Auth, Setti
                 .unwrap_or(false),
         };
         let auth = Auth::OAuth(client);
+        auth.validate()?;
+        return Ok(auth);
+    }
+    if kind == "identity_assertion" {
+        let required = |key: &str| -> Result<String, SettingError> {
+            field(key)?.ok_or_else(|| {
+                format!("\"auth.{key}\" is required for an identity assertion").into()
+            })
+        };
+        let auth = Auth::IdentityAssertion(IdentityAssertion {
+            idp_token_endpoint: required("idp_token_endpoint")?,
+            id_token: required("id_token")?,
+            idp_client_id: field("idp_client_id")?,
+            client_id: required("client_id")?,
+            client_secret: required("client_secret")?,
+            scopes,
+        });
         auth.validate()?;
         return Ok(auth);
     }

@@ -33,8 +33,8 @@ pub use storage::{
 };
 pub use telemetry::load_telemetry;
 pub use transport::{
-    Auth, AuthKind, ClientCredentials, ClientKey, MaskedDebug, OAuthClient, TaggedValue,
-    TokenExchange, Transport, TransportConfig,
+    Auth, AuthKind, ClientCredentials, ClientKey, IdentityAssertion, MaskedDebug, OAuthClient,
+    TaggedValue, TokenExchange, Transport, TransportConfig,
 };
 
 use crate::secrets::{KnownSecrets, looks_like_credential, url_credentials};

@@ -46,7 +46,9 @@ pub type TransportConfig = Transport<String>;
 /// `{ type = "client_credentials", client_id, client_secret | private_key, scopes }` for
 /// a machine-to-machine grant, or `{ type = "token_exchange", token_endpoint, client_id,
 /// client_secret, audience, scopes }` to exchange the calling agent's access token for
-/// one for this server (RFC 8693). `Debug` and `Serialize` never show a secret.
+/// one for this server (RFC 8693), or `{ type = "identity_assertion", idp_token_endpoint,
+/// id_token, idp_client_id, client_id, client_secret, scopes }` for enterprise-managed
+/// authorization (SEP-990). `Debug` and `Serialize` never show a secret.
 #[derive(Clone, PartialEq, Eq, Hash, Default)]
 pub enum Auth {
     /// Headers only.
@@ -60,6 +62,10 @@ pub enum Auth {
     /// The calling agent's access token (presented to `airlock serve --http` under
     /// `[serve.auth]`) exchanged for a token for this server (RFC 8693).
     TokenExchange(TokenExchange),
+    /// Enterprise-managed authorization (SEP-990, cross-app access): an ID token from the
+    /// enterprise identity provider exchanged there for an identity assertion (ID-JAG),
+    /// which the server's authorization server exchanges for an access token.
+    IdentityAssertion(IdentityAssertion),
 }
 
 /// The kind of an [`Auth`], as the string form and `--auth` name it.
@@ -73,6 +79,8 @@ pub enum AuthKind {
     ClientCredentials,
     /// Token exchange (`token_exchange`).
     TokenExchange,
+    /// Identity assertion (`identity_assertion`).
+    IdentityAssertion,
 }
 
 impl AuthKind {
@@ -83,6 +91,7 @@ impl AuthKind {
             "oauth" => Some(AuthKind::OAuth),
             "client_credentials" => Some(AuthKind::ClientCredentials),
             "token_exchange" => Some(AuthKind::TokenExchange),
+            "identity_assertion" => Some(AuthKind::IdentityAssertion),
             _ => None,
         }
     }
@@ -127,6 +136,23 @@ pub struct TokenExchange {
     pub client_secret: String,
     /// The audience asked for (default: the server's URL).
     pub audience: Option<String>,
+    /// Scopes to ask for.
+    pub scopes: Vec<String>,
+}
+
+/// How an identity assertion is obtained and spent (SEP-990).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct IdentityAssertion {
+    /// The enterprise identity provider's token endpoint.
+    pub idp_token_endpoint: String,
+    /// The user's ID token from that provider (a secret, e.g. `${VAR}`).
+    pub id_token: String,
+    /// Airlock's client id at the identity provider, if it wants one.
+    pub idp_client_id: Option<String>,
+    /// Airlock's client at the server's authorization server.
+    pub client_id: String,
+    /// Its secret.
+    pub client_secret: String,
     /// Scopes to ask for.
     pub scopes: Vec<String>,
 }
@@ -177,6 +203,7 @@ impl Auth {
             Auth::OAuth(_) => Some("oauth"),
             Auth::ClientCredentials(_) => Some("client_credentials"),
             Auth::TokenExchange(_) => Some("token_exchange"),
+            Auth::IdentityAssertion(_) => Some("identity_assertion"),
         }
     }
 
@@ -187,7 +214,7 @@ impl Auth {
         match self {
             Auth::TokenExchange(_) => true,
             Auth::OAuth(client) => client.per_agent,
-            Auth::None | Auth::ClientCredentials(_) => false,
+            Auth::None | Auth::ClientCredentials(_) | Auth::IdentityAssertion(_) => false,
         }
     }
 
@@ -219,6 +246,16 @@ impl Auth {
                     found.push(("auth.client_secret".to_string(), te.client_secret.clone()));
                 }
             }
+            Auth::IdentityAssertion(ia) => {
+                for (field, value) in [
+                    ("id_token", &ia.id_token),
+                    ("client_secret", &ia.client_secret),
+                ] {
+                    if !value.is_empty() {
+                        found.push((format!("auth.{field}"), value.clone()));
+                    }
+                }
+            }
         }
         found
     }
@@ -230,6 +267,7 @@ impl Auth {
             Auth::OAuth(_) => AuthKind::OAuth,
             Auth::ClientCredentials(_) => AuthKind::ClientCredentials,
             Auth::TokenExchange(_) => AuthKind::TokenExchange,
+            Auth::IdentityAssertion(_) => AuthKind::IdentityAssertion,
         }
     }
 
@@ -255,6 +293,11 @@ impl Auth {
             Auth::TokenExchange(mut te) => {
                 te.client_secret = f("client_secret", te.client_secret)?;
                 Auth::TokenExchange(te)
+            }
+            Auth::IdentityAssertion(mut ia) => {
+                ia.id_token = f("id_token", ia.id_token)?;
+                ia.client_secret = f("client_secret", ia.client_secret)?;
+                Auth::IdentityAssertion(ia)
             }
         })
     }
@@ -301,17 +344,23 @@ impl Auth {
                         );
                     }
                 }
-                let url = &te.token_endpoint;
-                if !(url.starts_with("https://")
-                    || url.starts_with("http://")
-                    || url.starts_with("${"))
-                {
-                    return Err(format!(
-                        "\"auth.token_endpoint\" must be an http:// or https:// URL, got {url:?}"
-                    )
-                    .into());
+                endpoint("token_endpoint", &te.token_endpoint)
+            }
+            Auth::IdentityAssertion(ia) => {
+                for (field, value) in [
+                    ("idp_token_endpoint", &ia.idp_token_endpoint),
+                    ("id_token", &ia.id_token),
+                    ("client_id", &ia.client_id),
+                    ("client_secret", &ia.client_secret),
+                ] {
+                    if value.is_empty() {
+                        return Err(format!(
+                            "\"auth.{field}\" is required for an identity assertion"
+                        )
+                        .into());
+                    }
                 }
-                Ok(())
+                endpoint("idp_token_endpoint", &ia.idp_token_endpoint)
             }
         }
     }
@@ -343,6 +392,17 @@ impl Auth {
                     scopes: cc.scopes,
                 })
             }
+            Auth::IdentityAssertion(ia) => Auth::IdentityAssertion(IdentityAssertion {
+                idp_token_endpoint: f("auth.idp_token_endpoint", ia.idp_token_endpoint)?,
+                id_token: f("auth.id_token", ia.id_token)?,
+                idp_client_id: ia
+                    .idp_client_id
+                    .map(|v| f("auth.idp_client_id", v))
+                    .transpose()?,
+                client_id: f("auth.client_id", ia.client_id)?,
+                client_secret: f("auth.client_secret", ia.client_secret)?,
+                scopes: ia.scopes,
+            }),
             Auth::TokenExchange(te) => Auth::TokenExchange(TokenExchange {
                 token_endpoint: f("auth.token_endpoint", te.token_endpoint)?,
                 client_id: f("auth.client_id", te.client_id)?,
@@ -372,6 +432,15 @@ impl fmt::Debug for Auth {
                 .field("client_id", &cc.client_id)
                 .field(cc.key.field(), &MASK)
                 .field("scopes", &cc.scopes)
+                .finish(),
+            Auth::IdentityAssertion(ia) => f
+                .debug_struct("IdentityAssertion")
+                .field("idp_token_endpoint", &ia.idp_token_endpoint)
+                .field("id_token", &MASK)
+                .field("idp_client_id", &ia.idp_client_id)
+                .field("client_id", &ia.client_id)
+                .field("client_secret", &MASK)
+                .field("scopes", &ia.scopes)
                 .finish(),
             Auth::TokenExchange(te) => f
                 .debug_struct("TokenExchange")
@@ -419,6 +488,21 @@ impl Serialize for Auth {
                 map.serialize_entry(cc.key.field(), MASK)?;
                 if !cc.scopes.is_empty() {
                     map.serialize_entry("scopes", &cc.scopes)?;
+                }
+                map.end()
+            }
+            Auth::IdentityAssertion(ia) => {
+                let mut map = serializer.serialize_map(None)?;
+                map.serialize_entry("type", "identity_assertion")?;
+                map.serialize_entry("idp_token_endpoint", &ia.idp_token_endpoint)?;
+                map.serialize_entry("id_token", MASK)?;
+                if let Some(id) = &ia.idp_client_id {
+                    map.serialize_entry("idp_client_id", id)?;
+                }
+                map.serialize_entry("client_id", &ia.client_id)?;
+                map.serialize_entry("client_secret", MASK)?;
+                if !ia.scopes.is_empty() {
+                    map.serialize_entry("scopes", &ia.scopes)?;
                 }
                 map.end()
             }
@@ -653,4 +737,12 @@ impl MaskedDebug for TaggedValue {
     fn fmt_masked(&self, _name: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{self:?}")
     }
+}
+
+/// `url` (config field `field`) must be an http(s) URL, or a `${VAR}` still to expand.
+fn endpoint(field: &str, url: &str) -> Result<(), SettingError> {
+    if url.starts_with("https://") || url.starts_with("http://") || url.starts_with("${") {
+        return Ok(());
+    }
+    Err(format!("\"auth.{field}\" must be an http:// or https:// URL, got {url:?}").into())
 }

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::{OAuthError, REFRESH_MARGIN_SECS, clip, flow};
+use super::form::{FormFailure, post_form};
+use super::{OAuthError, REFRESH_MARGIN_SECS, flow};
 use crate::config::TokenExchange;
 
 const GRANT: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
@@ -102,60 +103,22 @@ async fn exchange_once(
     if !scopes.is_empty() {
         form.push(("scope", &scopes));
     }
-    let body = form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(form)
-        .finish();
     let step = "token exchange";
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(30))
-        .build()
-        .map_err(|e| flow(service, step, e))?;
-    let answer = http
-        .post(&exchange.token_endpoint)
-        .basic_auth(
-            form_urlencoded::byte_serialize(exchange.client_id.as_bytes()).collect::<String>(),
-            Some(
-                form_urlencoded::byte_serialize(exchange.client_secret.as_bytes())
-                    .collect::<String>(),
-            ),
-        )
-        .header(
-            reqwest::header::CONTENT_TYPE,
-            "application/x-www-form-urlencoded",
-        )
-        .header(reqwest::header::ACCEPT, "application/json")
-        .body(body)
-        .send()
-        .await
-        .map_err(|e| flow(service, step, e.without_url()))?;
-    let status = answer.status();
-    let body = answer
-        .bytes()
-        .await
-        .map_err(|e| flow(service, step, e.without_url()))?;
-    let answer: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    if !status.is_success() {
-        let code = answer.get("error").and_then(Value::as_str).unwrap_or("");
-        let text = answer
-            .get("error_description")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let reason = format!("{code} {text}").trim().to_string();
-        let reason = if reason.is_empty() {
-            format!("HTTP {status}")
-        } else {
-            clip(&reason, 300)
-        };
-        return Err(flow(
-            service,
-            step,
-            format!(
-                "the identity provider refused to exchange the agent's token for one for {audience} (client \"{}\"): {reason}",
-                exchange.client_id
-            ),
-        ));
-    }
+    let basic = Some((exchange.client_id.as_str(), exchange.client_secret.as_str()));
+    let answer = match post_form(&exchange.token_endpoint, &form, basic).await {
+        Ok(answer) => answer,
+        Err(FormFailure::Transport(e)) => return Err(flow(service, step, e)),
+        Err(FormFailure::Refused(reason)) => {
+            return Err(flow(
+                service,
+                step,
+                format!(
+                    "the identity provider refused to exchange the agent's token for one for {audience} (client \"{}\"): {reason}",
+                    exchange.client_id
+                ),
+            ));
+        }
+    };
     let token = answer
         .get("access_token")
         .and_then(Value::as_str)

@@ -13,6 +13,8 @@
 //!   JWT assertion), with no browser and no authorization step;
 //! - [`exchanged_token`]: the calling agent's access token exchanged for one for the
 //!   service (RFC 8693), kept in memory only;
+//! - [`identity_assertion_token`]: enterprise-managed authorization (SEP-990), an ID
+//!   token exchanged for an identity assertion, and that for an access token;
 //! - [`logout`] and [`is_authorized`].
 //!
 //! Tokens for service `NAME` live in the secret store under `oauth:NAME`, as one JSON
@@ -29,9 +31,11 @@
 //!
 //! Layer 2 (reach). May import: `secrets`.
 
+mod assertion;
 mod callback;
 mod exchange;
 mod flow;
+mod form;
 mod legacy;
 mod machine;
 mod store;
@@ -40,6 +44,7 @@ use rmcp::transport::auth::AuthError;
 
 use crate::secrets::SecretError;
 
+pub use assertion::identity_assertion_token;
 pub use exchange::exchanged_token;
 pub use flow::{access_token, authorize, authorize_with_challenge, refresh_access_token};
 pub use machine::{client_credentials_token, sign_assertion};

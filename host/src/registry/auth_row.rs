@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::StoredValue;
-use crate::config::{Auth, ClientCredentials, ClientKey, OAuthClient, TokenExchange};
+use crate::config::{
+    Auth, ClientCredentials, ClientKey, IdentityAssertion, OAuthClient, TokenExchange,
+};
 
 /// What a record's [`Auth`] holds in place of a secret field's value; the value (or its
 /// reference) is in [`super::ServiceRecord::auth_secrets`]. It contains NUL characters,
@@ -31,6 +33,12 @@ struct AuthRow {
     audience: Option<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     per_agent: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    idp_token_endpoint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    idp_client_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    id_token: Option<StoredValue>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     scopes: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -66,6 +74,16 @@ pub(super) fn encode(auth: &Auth, secrets: &BTreeMap<String, StoredValue>) -> Op
             private_key: matches!(cc.key, ClientKey::PrivateKey(_))
                 .then(|| field("private_key"))
                 .flatten(),
+            ..AuthRow::default()
+        },
+        Auth::IdentityAssertion(ia) => AuthRow {
+            kind: "identity_assertion".into(),
+            client_id: Some(ia.client_id.clone()),
+            idp_token_endpoint: Some(ia.idp_token_endpoint.clone()),
+            idp_client_id: ia.idp_client_id.clone(),
+            scopes: ia.scopes.clone(),
+            client_secret: field("client_secret"),
+            id_token: field("id_token"),
             ..AuthRow::default()
         },
         Auth::TokenExchange(te) => AuthRow {
@@ -146,6 +164,20 @@ pub(super) fn decode(
                 scopes: row.scopes,
             })
         }
+        "identity_assertion" => Auth::IdentityAssertion(IdentityAssertion {
+            idp_token_endpoint: row
+                .idp_token_endpoint
+                .ok_or("an identity assertion without an idp_token_endpoint")?,
+            id_token: keep("id_token", row.id_token)
+                .ok_or("an identity assertion without an id_token")?,
+            idp_client_id: row.idp_client_id,
+            client_id: row
+                .client_id
+                .ok_or("an identity assertion without a client_id")?,
+            client_secret: keep("client_secret", row.client_secret)
+                .ok_or("an identity assertion without a client_secret")?,
+            scopes: row.scopes,
+        }),
         "token_exchange" => Auth::TokenExchange(TokenExchange {
             token_endpoint: row
                 .token_endpoint

@@ -144,6 +144,11 @@ impl AuthChanges {
                     "--auth token_exchange is set in a config file: auth = { type = \"token_exchange\", token_endpoint, client_id, client_secret, audience }",
                 ));
             }
+            AuthKind::IdentityAssertion => {
+                return Err(invalid(
+                    "--auth identity_assertion is set in a config file: auth = { type = \"identity_assertion\", idp_token_endpoint, id_token, client_id, client_secret }",
+                ));
+            }
         };
         auth.validate().map_err(|e| invalid(e.message))?;
         Ok(auth)

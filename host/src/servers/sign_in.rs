@@ -32,6 +32,11 @@ impl Servers {
                     .await
                     .map(drop)
             }
+            Auth::IdentityAssertion(assertion) => {
+                crate::oauth::identity_assertion_token(&self.store, service, url, assertion, true)
+                    .await
+                    .map(drop)
+            }
             Auth::OAuth(client) => {
                 crate::oauth::authorize(&self.store, service, url, client, open, wait).await
             }

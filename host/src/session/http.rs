@@ -45,6 +45,9 @@ pub(super) async fn connect_remote(
             Auth::ClientCredentials(cc) => {
                 crate::oauth::client_credentials_token(store, name, url, cc, fresh).await
             }
+            Auth::IdentityAssertion(assertion) => {
+                crate::oauth::identity_assertion_token(store, name, url, assertion, fresh).await
+            }
             Auth::TokenExchange(exchange) => {
                 let Some(subject) = subject_token else {
                     return Err(SessionError::Authorization(format!(
@@ -112,6 +115,10 @@ fn refused_token(name: &str, auth: &Auth) -> String {
             "service \"{name}\": the server refused the token granted to client \"{}\" (check \"auth.{}\" and the client's grants at the authorization server)",
             cc.client_id,
             cc.key.field()
+        ),
+        Auth::IdentityAssertion(assertion) => format!(
+            "service \"{name}\": the server refused the token its authorization server granted client \"{}\" for the identity assertion (check \"auth.id_token\" and the client's grants)",
+            assertion.client_id
         ),
         Auth::TokenExchange(exchange) => format!(
             "service \"{name}\": the server refused the token exchanged for the agent's (client \"{}\"; check its audience and scopes at the identity provider)",

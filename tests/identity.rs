@@ -2,7 +2,9 @@
 //! real OpenID provider on loopback (the npm `oidc-provider`, tests/peers/idp). The
 //! official Python SDK client signs in by itself from the 401's resource metadata; tokens
 //! the gateway must not accept are refused with the right status and error, and never
-//! logged; two users' group claims decide which services each sees and calls.
+//! logged; two users' group claims decide which services each sees and calls. Upstream,
+//! each user is seen as themselves: a token-exchange service gets a token exchanged for
+//! the caller's, and a per-agent OAuth service each agent's own authorization.
 
 mod support;
 
@@ -18,8 +20,8 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 use support::{
-    HttpGateway, Workspace, call, demo_entry, free_port, python, python_server, root, text_of,
-    toml_str,
+    HttpGateway, Workspace, browser_script, call, demo_entry, free_port, python, python_server,
+    root, start_oauth_server, text_of, toml_str,
 };
 
 /// A running `oidc-provider` with three clients: `alice-app` (group `eng`) and `bob-app`
@@ -52,6 +54,15 @@ fn node(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// What a command printed, stdout then stderr.
+fn text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
 
 fn now() -> u64 {
@@ -546,4 +557,109 @@ async fn a_token_exchange_upstream_sees_each_calling_user_never_their_gateway_to
         4,
         "no call reached the upstream"
     );
+}
+
+/// A service each agent authorizes itself (`per_agent = true`), through the HTTP
+/// gateway: an agent's calls carry its own tokens (the server names the client each
+/// token was issued to: every agent's flow registers a client of its own), an agent
+/// that has not authorized gets an error naming the command to run, never another
+/// agent's token, and its refusal does not make the service fail for the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_agent_service_is_called_with_each_agents_own_tokens_never_anothers() {
+    let server = start_oauth_server(3600, &[]);
+    let ws = Workspace::new(&format!(
+        "[mcp_servers.secure]\ntype = \"http\"\nurl = {}\nauth = {{ type = \"oauth\", per_agent = true }}\n",
+        toml_str(&server.url)
+    ));
+    let browser = browser_script(ws.dir.path());
+    let authorize = |agent: &str| {
+        let out = ws.run(
+            &[
+                "--agent", agent, "servers", "auth", "secure", "--wait", "60",
+            ],
+            &[("AIRLOCK_BROWSER", &browser)],
+        );
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(
+            text(&out).contains(&format!("for agent \"{agent}\"")),
+            "{}",
+            text(&out)
+        );
+    };
+    let token = |agent: &str| {
+        let (made, out) = ws.json(&["--agent", agent, "serve", "tokens", "add"], &[]);
+        assert!(out.status.success(), "{made}");
+        made["token"].as_str().unwrap().to_string()
+    };
+    authorize("alice");
+    let (alice, bob) = (token("alice"), token("bob"));
+    let gateway = HttpGateway::start(&ws, &["--require-token"]);
+    let connect = |token: String| {
+        let url = gateway.url.clone();
+        async move {
+            let transport = StreamableHttpClientTransport::from_config(
+                StreamableHttpClientTransportConfig::with_uri(url).auth_header(token),
+            );
+            ().serve(transport)
+                .await
+                .expect("the gateway accepts the client")
+        }
+    };
+    let whose = async |session: &rmcp::service::RunningService<rmcp::RoleClient, ()>| match session
+        .call_tool(call("mcp__secure__client", serde_json::json!({})))
+        .await
+    {
+        Ok(result) => text_of(&result),
+        Err(e) => e.to_string(),
+    };
+
+    // Bob lists first: he cannot open the service, so it waits for an agent who can.
+    let on_bob = connect(bob.clone()).await;
+    let tools = on_bob.list_all_tools().await.unwrap();
+    assert!(
+        !tools.iter().any(|t| t.name.starts_with("mcp__secure__")),
+        "{tools:?}"
+    );
+    // Alice's listing names its tools through her own session.
+    let on_alice = connect(alice.clone()).await;
+    let tools = on_alice.list_all_tools().await.unwrap();
+    assert!(
+        tools.iter().any(|t| t.name == "mcp__secure__client"),
+        "{tools:?}"
+    );
+    let alices_client = whose(&on_alice).await;
+    assert!(alices_client.starts_with("client: "), "{alices_client}");
+
+    let refused = whose(&on_bob).await;
+    assert!(
+        refused.contains("agent \"bob\" has not authorized it")
+            && refused.contains("run `airlock --agent bob servers auth secure`"),
+        "{refused}"
+    );
+    // Bob's refusal did not fail the service for Alice.
+    assert_eq!(whose(&on_alice).await, alices_client);
+
+    authorize("bob");
+    let bobs_client = whose(&on_bob).await;
+    assert!(bobs_client.starts_with("client: "), "{bobs_client}");
+    assert_ne!(
+        bobs_client, alices_client,
+        "each agent calls with its own tokens"
+    );
+    assert_eq!(whose(&on_alice).await, alices_client);
+
+    // Logging out forgets only the agent's own tokens.
+    let out = ws.run(&["--agent", "bob", "servers", "logout", "secure"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = ws.run(
+        &["--json", "--agent", "alice", "servers", "logout", "secure"],
+        &[],
+    );
+    assert!(
+        text(&out).contains("\"forgot_tokens\":true"),
+        "{}",
+        text(&out)
+    );
+    on_alice.cancel().await.unwrap();
+    on_bob.cancel().await.unwrap();
 }

@@ -13,6 +13,7 @@ use serde_json::Value;
 mod background;
 mod eras;
 mod gateway;
+mod oauth;
 mod policy;
 // Each test binary uses some of these, none all of them.
 #[allow(unused_imports)]
@@ -21,6 +22,8 @@ pub use background::*;
 pub use eras::*;
 #[allow(unused_imports)]
 pub use gateway::*;
+#[allow(unused_imports)]
+pub use oauth::*;
 #[allow(unused_imports)]
 pub use policy::*;
 

@@ -5,6 +5,7 @@
 //! Layer 1 (config). May import: `secrets`, `digest`.
 
 mod adapters;
+mod auth;
 mod auth_table;
 mod error;
 mod expand;
@@ -23,6 +24,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub use auth::{
+    Auth, AuthKind, ClientCredentials, ClientKey, IdentityAssertion, OAuthClient, TokenExchange,
+};
 pub use error::{ConfigError, SettingError};
 pub use expand::expand_vars;
 pub use limits::{CallLimits, LimitsTable, Rate};
@@ -32,10 +36,7 @@ pub use storage::{
     DEFAULT_REGISTRY_SCHEMA, RegistryBounds, RegistryLocation, ResultsLocation, S3Location, Storage,
 };
 pub use telemetry::load_telemetry;
-pub use transport::{
-    Auth, AuthKind, ClientCredentials, ClientKey, IdentityAssertion, MaskedDebug, OAuthClient,
-    TaggedValue, TokenExchange, Transport, TransportConfig,
-};
+pub use transport::{MaskedDebug, TaggedValue, Transport, TransportConfig};
 
 use crate::secrets::{KnownSecrets, looks_like_credential, url_credentials};
 

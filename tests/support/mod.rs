@@ -13,6 +13,7 @@ use serde_json::Value;
 mod background;
 mod eras;
 mod gateway;
+mod idp;
 mod oauth;
 mod policy;
 // Each test binary uses some of these, none all of them.
@@ -22,6 +23,8 @@ pub use background::*;
 pub use eras::*;
 #[allow(unused_imports)]
 pub use gateway::*;
+#[allow(unused_imports)]
+pub use idp::*;
 #[allow(unused_imports)]
 pub use oauth::*;
 #[allow(unused_imports)]

@@ -217,7 +217,8 @@ async fn tokens_the_gateway_must_not_accept_are_refused_and_never_logged() {
         }
     }
     // The same claims, well formed, are accepted; so is one of Airlock's own tokens.
-    let (status, _, body) = initialize(&gateway.url, Some(&idp.mint(good(json!({}))))).await;
+    let accepted = idp.mint(good(json!({})));
+    let (status, _, body) = initialize(&gateway.url, Some(&accepted)).await;
     assert_eq!(status, 200, "{body}");
     let (made, out) = ws.json(&["--agent", "machine", "serve", "tokens", "add"], &[]);
     assert!(out.status.success(), "{made}");
@@ -232,6 +233,20 @@ async fn tokens_the_gateway_must_not_accept_are_refused_and_never_logged() {
         assert!(!log.contains(signature), "a token reached the log");
     }
     assert!(!log.contains(own), "an own token reached the log");
+    let signature = accepted.rsplit('.').next().unwrap();
+    assert!(
+        !log.contains(signature),
+        "an accepted token reached the log"
+    );
+    // Nor does any token reach the registry.
+    let registry = String::from_utf8_lossy(&ws.registry_dump()).into_owned();
+    for (token, _, _) in refused.iter().chain([&(accepted.clone(), 0, "")]) {
+        let signature = token.rsplit('.').next().unwrap();
+        assert!(
+            !registry.contains(signature),
+            "a token reached the registry"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -64,6 +64,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
             &[
                 "airlock",
                 "catalog",
+                "config",
                 "digest",
                 "error",
                 "events",

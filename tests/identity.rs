@@ -149,6 +149,9 @@ async fn an_unauthenticated_python_sdk_client_signs_in_through_the_identity_prov
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_the_gateway_must_not_accept_are_refused_and_never_logged() {
     let (ws, idp, gateway) = protected_gateway(&[("AIRLOCK_LOG", "debug")]);
+    let (made, out) = ws.json(&["--agent", "machine", "serve", "tokens", "add"], &[]);
+    assert!(out.status.success(), "{made}");
+    let own = made["token"].as_str().unwrap().to_string();
     let good = |changes: Value| {
         let mut claims = json!({
             "iss": idp.issuer, "aud": gateway.url, "sub": "alice-app",
@@ -195,7 +198,30 @@ async fn tokens_the_gateway_must_not_accept_are_refused_and_never_logged() {
         (
             "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln".to_string(),
             401,
-            "Unauthorized",
+            "Unauthorized: the token's signature does not verify",
+        ),
+        // Algorithm confusion: unsigned, symmetric (with the provider's key id), and an
+        // algorithm that is not the key's.
+        (
+            unsigned(&good(json!({}))),
+            401,
+            "the token is not a readable JWT",
+        ),
+        (
+            hs256(&good(json!({}))),
+            401,
+            "tokens signed with HS256 are not accepted",
+        ),
+        (
+            forged_as("ES256", &good(json!({}))),
+            401,
+            "the token's algorithm ES256 is not its key's",
+        ),
+        // A provider's user may not act as an agent of Airlock's own tokens.
+        (
+            idp.mint(good(json!({"sub": "default"}))),
+            401,
+            "the token names agent \\\"default\\\", which acts with Airlock's own tokens",
         ),
         ("not-a-token-of-anyone".to_string(), 401, "not valid"),
     ];
@@ -220,28 +246,58 @@ async fn tokens_the_gateway_must_not_accept_are_refused_and_never_logged() {
     let accepted = idp.mint(good(json!({})));
     let (status, _, body) = initialize(&gateway.url, Some(&accepted)).await;
     assert_eq!(status, 200, "{body}");
-    let (made, out) = ws.json(&["--agent", "machine", "serve", "tokens", "add"], &[]);
-    assert!(out.status.success(), "{made}");
-    let own = made["token"].as_str().unwrap();
-    let (status, _, body) = initialize(&gateway.url, Some(own)).await;
+    let (status, _, body) = initialize(&gateway.url, Some(&own)).await;
     assert_eq!(status, 200, "{body}");
 
     let log = gateway.stderr_lines().join("\n");
     assert!(log.contains("refused an access token"), "{log}");
     for (token, _, _) in &refused {
+        // The whole token, and its signature alone (an unsigned token has none).
         let signature = token.rsplit('.').next().unwrap();
-        assert!(!log.contains(signature), "a token reached the log");
+        assert!(!log.contains(token.as_str()), "a token reached the log");
+        assert!(
+            signature.is_empty() || !log.contains(signature),
+            "a token's signature reached the log"
+        );
     }
-    assert!(!log.contains(own), "an own token reached the log");
+    assert!(!log.contains(&own), "an own token reached the log");
+    // An agent with one of Airlock's own tokens is refused as a provider's user too.
+    let (status, _, body) = initialize(
+        &gateway.url,
+        Some(&idp.mint(good(json!({"sub": "machine"})))),
+    )
+    .await;
+    assert_eq!(status, 401, "{body}");
+    assert!(
+        body.contains("names agent \\\"machine\\\", which acts with Airlock's own tokens"),
+        "{body}"
+    );
     let signature = accepted.rsplit('.').next().unwrap();
     assert!(
         !log.contains(signature),
         "an accepted token reached the log"
     );
     // Nor does any token reach the registry.
-    let registry = String::from_utf8_lossy(&ws.registry_dump()).into_owned();
+    let registry: String = std::fs::read_dir(ws.data())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| {
+            path.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("registry.db")
+        })
+        .map(|path| String::from_utf8_lossy(&std::fs::read(path).unwrap()).into_owned())
+        .collect();
+    assert!(
+        registry.contains("machine"),
+        "the registry's files were read"
+    );
     for (token, _, _) in refused.iter().chain([&(accepted.clone(), 0, "")]) {
         let signature = token.rsplit('.').next().unwrap();
+        if signature.is_empty() {
+            continue;
+        }
         assert!(
             !registry.contains(signature),
             "a token reached the registry"
@@ -437,7 +493,13 @@ async fn a_per_agent_service_is_called_with_each_agents_own_tokens_never_another
             && refused.contains("run `airlock --agent bob servers auth secure`"),
         "{refused}"
     );
-    // Bob's refusal did not fail the service for Alice.
+    // Bob's refusals (more than the breaker's five failures in a row) do not fail the
+    // service for Alice: her next session is opened anew, past the breaker.
+    for _ in 0..6 {
+        assert!(whose(&on_bob).await.contains("has not authorized it"));
+    }
+    on_alice.cancel().await.unwrap();
+    let on_alice = connect(alice.clone()).await;
     assert_eq!(whose(&on_alice).await, alices_client);
 
     authorize("bob");
@@ -450,8 +512,15 @@ async fn a_per_agent_service_is_called_with_each_agents_own_tokens_never_another
     assert_eq!(whose(&on_alice).await, alices_client);
 
     // Logging out forgets only the agent's own tokens.
-    let out = ws.run(&["--agent", "bob", "servers", "logout", "secure"], &[]);
-    assert!(out.status.success(), "{}", text(&out));
+    let out = ws.run(
+        &["--json", "--agent", "bob", "servers", "logout", "secure"],
+        &[],
+    );
+    assert!(
+        text(&out).contains("\"forgot_tokens\":true"),
+        "{}",
+        text(&out)
+    );
     let out = ws.run(
         &["--json", "--agent", "alice", "servers", "logout", "secure"],
         &[],
@@ -463,4 +532,37 @@ async fn a_per_agent_service_is_called_with_each_agents_own_tokens_never_another
     );
     on_alice.cancel().await.unwrap();
     on_bob.cancel().await.unwrap();
+}
+
+/// `claims` as a JWT with `header` and signature `signature` (base64url parts).
+fn compact(header: &Value, claims: &Value, signature: &str) -> String {
+    use base64::Engine;
+    let encode = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    format!("{}.{}.{signature}", encode(header), encode(claims))
+}
+
+/// `claims` unsigned (`alg: none`).
+fn unsigned(claims: &Value) -> String {
+    compact(&json!({"alg": "none", "kid": "idp-key-1"}), claims, "")
+}
+
+/// `claims` signed with HMAC under the provider's key id (the classic confusion).
+fn hs256(claims: &Value) -> String {
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+    header.kid = Some("idp-key-1".into());
+    jsonwebtoken::encode(
+        &header,
+        claims,
+        &jsonwebtoken::EncodingKey::from_secret(b"guess"),
+    )
+    .unwrap()
+}
+
+/// `claims` claiming algorithm `alg` under the provider's (RSA) key id.
+fn forged_as(alg: &str, claims: &Value) -> String {
+    compact(
+        &json!({"alg": alg, "kid": "idp-key-1"}),
+        claims,
+        "c2lnbmF0dXJl",
+    )
 }

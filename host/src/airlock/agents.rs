@@ -48,8 +48,9 @@ pub struct Agents {
     roots: RwLock<HashMap<String, Vec<String>>>,
     default_roots: Vec<String>,
     log_levels: RwLock<HashMap<String, String>>,
-    /// The access token each agent last presented (memory only, never logged).
-    access_tokens: RwLock<HashMap<String, String>>,
+    /// The access token each agent last presented and when it expires (seconds since
+    /// the epoch); memory only, never logged.
+    access_tokens: RwLock<HashMap<String, (String, u64)>>,
     gate: OnceLock<Weak<dyn QuestionGate>>,
 }
 
@@ -167,33 +168,51 @@ impl Agents {
             .insert(agent.to_string(), level.to_string());
     }
 
-    /// Records the access token `agent` presented (verified by the caller), for the
-    /// services that exchange it for their own (`auth = { type = "token_exchange" }`).
-    /// Kept in memory only; a later token replaces it. `airlock serve --http` records
-    /// every token `[serve.auth]` verified; an embedder that verifies its users'
-    /// tokens itself may too.
-    pub fn set_access_token(&self, agent: &str, token: &str) {
+    /// Records the access token `agent` presented (verified by the caller), valid until
+    /// `until` (seconds since the epoch), for the services that exchange it for their
+    /// own (`auth = { type = "token_exchange" }`). Kept in memory only, and no longer
+    /// than it is valid; a later token replaces it. `airlock serve --http` records every
+    /// token `[serve.auth]` verified; an embedder that verifies its users' tokens itself
+    /// may too.
+    pub fn set_access_token(&self, agent: &str, token: &str, until: u64) {
         let same = self
             .access_tokens
             .read()
             .expect("access tokens poisoned")
             .get(agent)
-            .is_some_and(|held| held == token);
+            .is_some_and(|(held, _)| held == token);
         if !same {
-            self.access_tokens
-                .write()
-                .expect("access tokens poisoned")
-                .insert(agent.to_string(), token.to_string());
+            let now = unix_now();
+            let mut tokens = self.access_tokens.write().expect("access tokens poisoned");
+            tokens.retain(|_, (_, until)| *until > now);
+            tokens.insert(agent.to_string(), (token.to_string(), until));
         }
     }
 
-    /// The access token `agent` last presented, if any.
+    /// Forgets the access token `agent` presented (it now acts with another kind of
+    /// credential, one of Airlock's own tokens, say).
+    pub fn forget_access_token(&self, agent: &str) {
+        let held = self
+            .access_tokens
+            .read()
+            .expect("access tokens poisoned")
+            .contains_key(agent);
+        if held {
+            self.access_tokens
+                .write()
+                .expect("access tokens poisoned")
+                .remove(agent);
+        }
+    }
+
+    /// The live access token `agent` last presented, if any.
     pub(crate) fn access_token(&self, agent: &str) -> Option<String> {
         self.access_tokens
             .read()
             .expect("access tokens poisoned")
             .get(agent)
-            .cloned()
+            .filter(|(_, until)| *until > unix_now())
+            .map(|(token, _)| token.clone())
     }
 }
 
@@ -265,4 +284,11 @@ impl AgentClient for PolicedAsker {
     fn log(&self, service: &str, message: LoggingMessageNotificationParam) {
         self.client.log(service, message)
     }
+}
+
+/// Now, in seconds since the epoch.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }

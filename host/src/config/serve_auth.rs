@@ -7,6 +7,7 @@
 //! audience = "https://airlock.example.com/mcp"   # this gateway's resource URL (RFC 8707)
 //! required_scopes = ["mcp:tools"]                # default: none
 //! agent_claim = "sub"                            # the claim naming the agent (default)
+//! agent_prefix = "idp:"                          # put before it (default: none)
 //! groups_claim = "groups"                        # the claim listing groups (default)
 //! groups = { eng = ["github", "linear"] }        # group -> services its members may use
 //! leeway_secs = 60                               # clock skew allowed on exp/nbf (max 300)
@@ -44,6 +45,9 @@ pub struct ServeAuth {
     pub required_scopes: Vec<String>,
     /// The claim whose value names the agent.
     pub agent_claim: String,
+    /// Put before the claim's value to make the agent's name (keeps the provider's users
+    /// apart from agents with Airlock's own tokens).
+    pub agent_prefix: String,
     /// The claim listing the caller's groups.
     pub groups_claim: String,
     /// Services granted to each group's members (in grants mode).
@@ -62,6 +66,7 @@ struct Partial {
     audience: Option<String>,
     required_scopes: Option<Vec<String>>,
     agent_claim: Option<String>,
+    agent_prefix: Option<String>,
     groups_claim: Option<String>,
     groups: BTreeMap<String, Vec<String>>,
     leeway: Option<Duration>,
@@ -111,6 +116,7 @@ pub fn load_serve_auth(
         audience,
         required_scopes: partial.required_scopes.unwrap_or_default(),
         agent_claim: partial.agent_claim.unwrap_or_else(|| "sub".into()),
+        agent_prefix: partial.agent_prefix.unwrap_or_default(),
         groups_claim: partial.groups_claim.unwrap_or_else(|| "groups".into()),
         groups: partial.groups,
         leeway: partial.leeway.unwrap_or(Duration::from_secs(60)),
@@ -166,7 +172,9 @@ fn parse(
 ) -> Result<(), SettingError> {
     for (key, v) in table("serve.auth", value)? {
         match key.as_str() {
-            "issuer" => into.issuer = Some(url(key, v, env)?.trim_end_matches('/').to_string()),
+            // Kept as written: tokens' `iss` must equal it byte for byte.
+            "issuer" => into.issuer = Some(url(key, v, env)?),
+            "agent_prefix" => into.agent_prefix = Some(string("serve.auth", key, v, env)?),
             "audience" => into.audience = Some(url(key, v, env)?),
             "jwks_uri" => into.jwks_uri = Some(url(key, v, env)?),
             "required_scopes" => {
@@ -213,7 +221,7 @@ fn parse(
             },
             other => {
                 return Err(format!(
-                    "unknown key \"serve.auth.{other}\" (expected issuer, audience, required_scopes, agent_claim, groups_claim, groups, leeway_secs, own_tokens, jwks_uri)"
+                    "unknown key \"serve.auth.{other}\" (expected issuer, audience, required_scopes, agent_claim, agent_prefix, groups_claim, groups, leeway_secs, own_tokens, jwks_uri)"
                 )
                 .into());
             }
@@ -246,7 +254,7 @@ mod tests {
         )
         .unwrap()
         .unwrap();
-        assert_eq!(auth.issuer, "https://idp.example.com");
+        assert_eq!(auth.issuer, "https://idp.example.com/", "kept as written");
         assert_eq!(auth.agent_claim, "sub");
         assert_eq!(auth.groups_claim, "groups");
         assert_eq!(auth.groups["eng"], vec!["github".to_string()]);

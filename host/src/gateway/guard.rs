@@ -108,22 +108,30 @@ impl Guard {
         self.check_host_and_origin(headers)?;
         let refused = |refusal: Refusal| Err(Box::new(refuse_token(identity, &refusal)));
         match bearer_of(headers) {
-            Some(token) if Identity::is_jwt(token) => match identity.verify(token).await {
-                Ok(caller) => {
-                    let access = self.airlock.access();
-                    access.hold_group_grants(&caller.agent, &caller.group_services);
-                    self.airlock.agents().set_access_token(&caller.agent, token);
-                    Ok(AuthenticatedAgent(caller.agent))
+            Some(token) if Identity::is_jwt(token) => {
+                match identity.verify(token, |agent| self.reserved(agent)).await {
+                    Ok(caller) => {
+                        let (agent, until) = (&caller.agent, caller.expires);
+                        let access = self.airlock.access();
+                        access.hold_group_grants(agent, &caller.group_services, until);
+                        self.airlock.agents().set_access_token(agent, token, until);
+                        Ok(AuthenticatedAgent(caller.agent))
+                    }
+                    Err(refusal) => refused(refusal),
                 }
-                Err(refusal) => refused(refusal),
-            },
+            }
             Some(token) if identity.own_tokens() => {
-                self.agent_of_token(token).map_err(|mut refusal| {
+                let agent = self.agent_of_token(token).map_err(|mut refusal| {
                     if refusal.status() == StatusCode::UNAUTHORIZED {
                         challenge(&mut refusal, identity.challenge(None));
                     }
                     refusal
-                })
+                })?;
+                // An agent of Airlock's own tokens holds nothing a provider's token gave.
+                let access = self.airlock.access();
+                access.hold_group_grants(&agent.0, &Default::default(), 0);
+                self.airlock.agents().forget_access_token(&agent.0);
+                Ok(agent)
             }
             Some(_) => refused(Refusal::Invalid(
                 "this gateway accepts its identity provider's access tokens only".into(),
@@ -138,6 +146,20 @@ impl Guard {
                 Err(Box::new(refusal))
             }
         }
+    }
+
+    /// Whether `agent` acts with Airlock's own tokens (the operator, the default agent,
+    /// or an agent one of the gateway's tokens names), so no provider's token may name
+    /// it. Asked once per provider token; a registry that cannot answer is a refusal.
+    fn reserved(&self, agent: &str) -> Result<bool, String> {
+        if agent == self.default_agent || agent == crate::DEFAULT_AGENT {
+            return Ok(true);
+        }
+        let tokens = self
+            .tokens
+            .list()
+            .map_err(|e| format!("cannot read the gateway's own tokens: {e}"))?;
+        Ok(tokens.iter().any(|t| t.agent == agent))
     }
 
     /// Refuses a request whose `Host` or `Origin` names a host this gateway does not

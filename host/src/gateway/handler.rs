@@ -218,8 +218,10 @@ impl ServerHandler for DownstreamSession {
         // Airlock's own tools first, in their fixed order; then the catalog's, by name.
         let mut tools: Vec<Tool> =
             eras::typed_items(own_tools::definitions(self.gateway.options.tools))?;
+        // Services acting as the caller are listed through the first agent that can open
+        // them, whichever tool surface it is offered (the meta tools search the catalog).
+        self.airlock().catalog().learn_caller_services(&agent).await;
         if self.gateway.options.tools == ToolSurface::All {
-            self.airlock().catalog().learn_caller_services(&agent).await;
             let mut catalog = Vec::new();
             for tool in self.airlock().catalog().tools_for(&agent) {
                 if own_tools::is_own(&tool.name) {

@@ -50,7 +50,7 @@ pub(super) async fn connect_remote(
             }
             Auth::TokenExchange(exchange) => {
                 let Some(subject) = subject_token else {
-                    return Err(SessionError::Authorization(format!(
+                    return Err(SessionError::AgentUnauthorized(format!(
                         "service \"{name}\" acts as the calling user: it exchanges the access token the agent presented to `airlock serve --http` ([serve.auth]) for its own, and this agent presented none"
                     )));
                 };
@@ -59,7 +59,7 @@ pub(super) async fn connect_remote(
         };
         token.map(Some).map_err(|e| match e {
             crate::oauth::OAuthError::NotAuthorized { detail, .. } if holder != name => {
-                SessionError::Authorization(per_agent_unauthorized(name, agent, &detail))
+                SessionError::AgentUnauthorized(per_agent_unauthorized(name, agent, &detail))
             }
             e => SessionError::Authorization(e.to_string()),
         })
@@ -83,7 +83,7 @@ pub(super) async fn connect_remote(
             token = token_for(true).await?;
             match Session::connect_http(url, &with_token(&token), startup_timeout, client).await {
                 Err(SessionError::Unauthorized { .. }) if holder != name => {
-                    return Err(SessionError::Authorization(per_agent_unauthorized(
+                    return Err(SessionError::AgentUnauthorized(per_agent_unauthorized(
                         name,
                         agent,
                         "the server refused the stored token",
@@ -104,8 +104,19 @@ pub(super) async fn connect_remote(
 /// it itself (another agent's tokens are never used).
 fn per_agent_unauthorized(name: &str, agent: &str, detail: &str) -> String {
     format!(
-        "service \"{name}\" is called with each agent's own authorization, and agent \"{agent}\" has not authorized it ({detail}): run `airlock --agent {agent} servers auth {name}`"
+        "service \"{name}\" is called with each agent's own authorization, and agent \"{agent}\" has not authorized it ({detail}): run `airlock --agent {} servers auth {name}`",
+        shell_word(agent)
     )
+}
+
+/// `word` as one shell word: as it is when it holds only safe characters, else single-
+/// quoted (an agent name can come from an identity provider's claim).
+fn shell_word(word: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_.@:/+=".contains(c);
+    if !word.is_empty() && word.chars().all(safe) {
+        return word.to_string();
+    }
+    format!("'{}'", word.replace('\'', "'\\''"))
 }
 
 /// What to do when the server refuses even a fresh token.

@@ -100,6 +100,11 @@ pub enum SessionError {
     /// The service needs a person to authorize it (the message names the command).
     #[error("{0}")]
     Authorization(String),
+    /// A service reached as each calling agent has nothing of this agent's to call it
+    /// with (no access token to exchange, or no authorization of its own): a refusal of
+    /// this agent, not a failure of the service.
+    #[error("{0}")]
+    AgentUnauthorized(String),
     /// A request after the handshake failed.
     #[error("{0}")]
     Request(String),

@@ -134,6 +134,16 @@ impl std::fmt::Debug for AccessOptions {
     }
 }
 
+/// The services an agent's groups grant, and until when (seconds since the epoch).
+type GroupGrants = (Arc<BTreeSet<String>>, u64);
+
+/// Now, in seconds since the epoch.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 pub(crate) fn denied(message: String) -> CallError {
     CallError::new(ErrorCode::ServiceAccessDenied, message)
 }
@@ -150,8 +160,9 @@ pub struct Access {
     /// Every grant as last read by [`Access::take_in_grants`].
     seen: Mutex<BTreeSet<(String, String)>>,
     /// The services each agent's groups grant, as its latest verified access token
-    /// named them (`[serve.auth] groups`).
-    group_grants: RwLock<HashMap<String, Arc<BTreeSet<String>>>>,
+    /// named them (`[serve.auth] groups`), and until when (that token's expiry, seconds
+    /// since the epoch).
+    group_grants: RwLock<HashMap<String, GroupGrants>>,
 }
 
 impl Access {
@@ -177,15 +188,16 @@ impl Access {
     }
 
     /// Holds the services `agent`'s groups grant, as its latest verified access token
-    /// named them: they count as grants in grants mode until the agent's next token says
+    /// named them, until `until` (that token's expiry, seconds since the epoch): they
+    /// count as grants in grants mode until then or until the agent's next token says
     /// otherwise (an empty set drops them). Not persisted: a group's members hold them
     /// only while they present such tokens. `airlock serve --http` calls it for every
-    /// request authenticated by `[serve.auth]`; an embedder that authenticates its users
-    /// itself may too.
-    pub fn hold_group_grants(&self, agent: &str, services: &Arc<BTreeSet<String>>) {
+    /// request authenticated by `[serve.auth]` (and drops them for a request with one of
+    /// Airlock's own tokens); an embedder that authenticates its users itself may too.
+    pub fn hold_group_grants(&self, agent: &str, services: &Arc<BTreeSet<String>>, until: u64) {
         let held = self.group_grants.read().expect("group grants poisoned");
         let same = match held.get(agent) {
-            Some(now) => now == services,
+            Some((now, held_until)) => now == services && *held_until == until,
             None => services.is_empty(),
         };
         drop(held);
@@ -193,18 +205,21 @@ impl Access {
             return;
         }
         let mut held = self.group_grants.write().expect("group grants poisoned");
+        let now = unix_now();
+        // Whoever else's tokens have expired go too: the map holds live callers only.
+        held.retain(|_, (_, until)| *until > now);
         if services.is_empty() {
             held.remove(agent);
         } else {
-            held.insert(agent.to_string(), services.clone());
+            held.insert(agent.to_string(), (services.clone(), until));
         }
     }
 
-    /// Whether `agent`'s groups grant `service`.
+    /// Whether `agent`'s groups grant `service` (and the token that said so is live).
     fn group_granted(&self, agent: &str, service: &str) -> bool {
         let held = self.group_grants.read().expect("group grants poisoned");
         held.get(agent)
-            .is_some_and(|services| services.contains(service))
+            .is_some_and(|(services, until)| *until > unix_now() && services.contains(service))
     }
 
     /// Whether calls need grants.
@@ -282,7 +297,9 @@ impl Access {
                     }
                 };
                 let held = self.group_grants.read().expect("group grants poisoned");
-                if let Some(services) = held.get(agent) {
+                if let Some((services, until)) = held.get(agent)
+                    && *until > unix_now()
+                {
                     granted.extend(services.iter().cloned());
                 }
                 Some(granted)

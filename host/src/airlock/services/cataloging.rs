@@ -15,6 +15,9 @@ use crate::error::{CallError, ErrorCode};
 use crate::events::Event;
 use crate::registry::StoredCatalog;
 
+/// How often one agent may try to list one service that acts as the caller.
+const CALLER_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Why a service acting as the calling user offers no tools yet.
 const AWAITS_A_USER: &str =
     "acts as the calling user: its tools are listed through the first signed-in user's own session";
@@ -175,6 +178,9 @@ impl Services {
             })
             .collect();
         for name in waiting.into_iter().filter(|name| may_use(name)) {
+            if !self.caller_may_try(agent, &name) {
+                continue;
+            }
             let opened = match self.open(agent, &name).await {
                 Ok(live) => live,
                 Err(e) => {
@@ -187,8 +193,25 @@ impl Services {
             {
                 service.health().untested = None;
                 self.emit_service_changed(&name);
+                // Agents already listing learn of the new tools.
+                self.emit_tools_changed(&name);
             }
         }
+    }
+
+    /// Whether `agent` may try to list `service` now: at most once per
+    /// [`CALLER_RETRY`] each, so a service that cannot be reached (an identity provider
+    /// down, an upstream failing) is not tried on every listing.
+    fn caller_may_try(&self, agent: &str, service: &str) -> bool {
+        let now = std::time::Instant::now();
+        let mut tries = self.caller_tries.lock().expect("caller tries poisoned");
+        tries.retain(|_, at| now.duration_since(*at) < CALLER_RETRY);
+        let key = (agent.to_string(), service.to_string());
+        if tries.contains_key(&key) {
+            return false;
+        }
+        tries.insert(key, now);
+        true
     }
 
     /// Tests `name` as `airlock servers test` does: the default agent's session (opened

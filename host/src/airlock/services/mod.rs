@@ -51,6 +51,9 @@ pub struct Services {
     reconciling: tokio::sync::Mutex<()>,
     /// Services disabled at run time (by any host sharing the registry), as last read.
     pauses: RwLock<BTreeSet<String>>,
+    /// When each agent last tried to list a service that acts as the caller
+    /// ([`Services::catalog_for_caller`]), so a failing one is not tried on every listing.
+    caller_tries: std::sync::Mutex<std::collections::HashMap<(String, String), std::time::Instant>>,
 }
 
 /// What a [`Services`] is made of (see [`Services::new`]).
@@ -97,6 +100,7 @@ impl Services {
             events: parts.events,
             reconciling: Default::default(),
             pauses: RwLock::new(pauses),
+            caller_tries: Default::default(),
         }
     }
 

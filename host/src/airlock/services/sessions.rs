@@ -60,6 +60,16 @@ impl Services {
                 let roots = self.agents.roots(agent);
                 let cwd = self.working_dir(service_name, &roots);
                 let (tx, rx) = mpsc::unbounded_channel();
+                // The token the agent presented is exchanged, never sent upstream; it is
+                // a known secret of such a service's output from before it connects.
+                let subject_token = service
+                    .config
+                    .acts_as_caller()
+                    .then(|| self.agents.access_token(agent))
+                    .flatten();
+                if let Some(token) = &subject_token {
+                    service.learn_secret("agent access token", token);
+                }
                 let options = ConnectOptions {
                     roots,
                     cwd: cwd.clone(),
@@ -67,7 +77,7 @@ impl Services {
                     notices: tx,
                     secret_store: &self.secret_store,
                     agent: Some(self.agents.link(agent)),
-                    subject_token: self.agents.access_token(agent),
+                    subject_token,
                     agent_name: agent,
                 };
                 // The session outlives the call that opened it: what it spawns (rmcp's
@@ -88,11 +98,6 @@ impl Services {
                         if let Some(token) = &connected.oauth_token {
                             service.learn_secret("oauth access token", token);
                         }
-                        // The agent's own token never reaches the server, nor may it
-                        // come back from it.
-                        if let Some(token) = self.agents.access_token(agent) {
-                            service.learn_secret("agent access token", &token);
-                        }
                         if let Some(level) = self.agents.log_level(agent) {
                             self.apply_log_level(service_name, &connected.session, &level)
                                 .await;
@@ -110,9 +115,7 @@ impl Services {
                         Ok((connected.session, cwd))
                     }
                     Err(e) => {
-                        if matches!(e, crate::session::SessionError::Authorization(_))
-                            && service.config.acts_as_caller()
-                        {
+                        if matches!(e, crate::session::SessionError::AgentUnauthorized(_)) {
                             refused_this_agent.store(true, std::sync::atomic::Ordering::Relaxed);
                         }
                         Err(service.secrets().scrub_owned(&e.to_string()))

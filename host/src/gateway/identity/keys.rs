@@ -15,6 +15,10 @@ use serde_json::Value;
 const REFETCH_EVERY: Duration = Duration::from_secs(10);
 /// How soon a failed fetch is tried again.
 const RETRY_FAILED: Duration = Duration::from_secs(1);
+/// How long a key set is trusted before it is fetched again.
+const MAX_AGE: Duration = Duration::from_secs(3600);
+/// How soon a failed refresh of a stale (still used) key set is tried again.
+const RETRY_STALE: Duration = Duration::from_secs(60);
 /// How long one request to the provider may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest metadata or key set document read.
@@ -35,6 +39,8 @@ struct KeySet {
     anonymous: Vec<Arc<Key>>,
     /// The earliest the provider may be asked again.
     next_fetch: Option<Instant>,
+    /// When the set was last fetched successfully.
+    refreshed: Option<Instant>,
     /// Why the last fetch failed, if it did.
     failure: Option<String>,
 }
@@ -69,10 +75,40 @@ impl Keys {
     }
 
     /// The key a token names (`kid`), fetching the key set when it is not known yet or
-    /// the id is unknown (and the last fetch is old enough). `Ok(None)`: no such key.
+    /// the id is unknown (and the last fetch is old enough), or when the set is older
+    /// than [`MAX_AGE`] (so a key the provider withdrew stops verifying within that
+    /// time). `Ok(None)`: no such key.
     pub(super) async fn key(&self, kid: Option<&str>) -> Result<Option<Arc<Key>>, String> {
         if let Some(key) = self.known(kid) {
-            return Ok(Some(key));
+            if !self.due_for_refresh() {
+                return Ok(Some(key));
+            }
+            // Stale: one request fetches the set again while the others use what is
+            // known; a failed fetch keeps the known keys and is tried again later.
+            let Ok(_one) = self.fetching.try_lock() else {
+                return Ok(Some(key));
+            };
+            if !self.due_for_refresh() {
+                return Ok(self.known(kid));
+            }
+            return match self.fetch().await {
+                Ok(fresh) => {
+                    *self.set.write().expect("key set poisoned") = KeySet {
+                        next_fetch: Some(Instant::now() + REFETCH_EVERY),
+                        refreshed: Some(Instant::now()),
+                        ..fresh
+                    };
+                    Ok(self.known(kid))
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "cannot refresh the identity provider's keys ({e}); the known ones stay in use"
+                    );
+                    self.set.write().expect("key set poisoned").next_fetch =
+                        Some(Instant::now() + RETRY_STALE);
+                    Ok(Some(key))
+                }
+            };
         }
         let _one = self.fetching.lock().await;
         // Another request may have fetched meanwhile.
@@ -96,6 +132,7 @@ impl Keys {
             Ok(fresh) => {
                 *set = KeySet {
                     next_fetch: Some(Instant::now() + REFETCH_EVERY),
+                    refreshed: Some(Instant::now()),
                     ..fresh
                 }
             }
@@ -108,6 +145,15 @@ impl Keys {
         }
         drop(set);
         Ok(self.known(kid))
+    }
+
+    /// Whether the key set is older than [`MAX_AGE`] and may be fetched again now.
+    fn due_for_refresh(&self) -> bool {
+        let set = self.set.read().expect("key set poisoned");
+        let now = Instant::now();
+        set.refreshed
+            .is_some_and(|at| now.duration_since(at) >= MAX_AGE)
+            && set.next_fetch.is_none_or(|at| now >= at)
     }
 
     fn known(&self, kid: Option<&str>) -> Option<Arc<Key>> {
@@ -180,11 +226,14 @@ impl Keys {
     async fn discover(&self) -> Result<String, String> {
         let mut last = String::new();
         for well_known in ["openid-configuration", "oauth-authorization-server"] {
-            let at = format!("{}/.well-known/{well_known}", self.issuer);
+            let at = format!(
+                "{}/.well-known/{well_known}",
+                self.issuer.trim_end_matches('/')
+            );
             match self.document(&at).await {
                 Ok(metadata) => {
                     let named = metadata.get("issuer").and_then(Value::as_str);
-                    if named.map(|i| i.trim_end_matches('/')) != Some(self.issuer.as_str()) {
+                    if named != Some(self.issuer.as_str()) {
                         return Err(format!(
                             "the metadata at {at} names issuer {named:?}, not {:?}",
                             self.issuer

@@ -32,10 +32,12 @@ const AGENT_MAX: usize = 256;
 /// Who a verified token names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Caller {
-    /// The agent (the configured claim's value).
+    /// The agent (the configured prefix and claim's value).
     pub(crate) agent: String,
     /// The services the caller's groups are granted.
     pub(crate) group_services: Arc<BTreeSet<String>>,
+    /// When the token expires (seconds since the epoch).
+    pub(crate) expires: u64,
 }
 
 /// Why a token was refused. The messages name what is wrong, never the token.
@@ -52,7 +54,6 @@ pub(crate) enum Refusal {
 /// A verified token, kept until it expires.
 struct Kept {
     caller: Caller,
-    expires: u64,
 }
 
 /// The configured identity provider, and the tokens it issued that were verified.
@@ -156,8 +157,15 @@ impl Identity {
             })
     }
 
-    /// Verifies `token` and names its caller.
-    pub(crate) async fn verify(&self, token: &str) -> Result<Caller, Refusal> {
+    /// Verifies `token` and names its caller. `reserved` says whether an agent name
+    /// belongs to Airlock's own tokens (asked once per token, when it is first
+    /// verified): a token naming such an agent is refused, so a provider's user can never
+    /// act as an agent of Airlock's own tokens.
+    pub(crate) async fn verify(
+        &self,
+        token: &str,
+        reserved: impl Fn(&str) -> Result<bool, String>,
+    ) -> Result<Caller, Refusal> {
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         if let Some(caller) = self.kept(&digest) {
             return Ok(caller);
@@ -207,15 +215,24 @@ impl Identity {
             return Err(Refusal::Scope(missing));
         }
         let caller = self.caller_of(&claims)?;
-        let expires = claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
-        self.keep(digest, &caller, expires);
+        match reserved(&caller.agent) {
+            Ok(false) => {}
+            Ok(true) => {
+                return Err(Refusal::Invalid(format!(
+                    "the token names agent \"{}\", which acts with Airlock's own tokens (set serve.auth.agent_prefix to keep the provider's users apart)",
+                    caller.agent
+                )));
+            }
+            Err(e) => return Err(Refusal::Unavailable(e)),
+        }
+        self.keep(digest, &caller);
         Ok(caller)
     }
 
     /// The agent and group grants `claims` name.
     fn caller_of(&self, claims: &Value) -> Result<Caller, Refusal> {
         let claim = &self.settings.agent_claim;
-        let agent = match claims.get(claim) {
+        let named = match claims.get(claim) {
             Some(Value::String(s)) => s.clone(),
             Some(Value::Number(n)) => n.to_string(),
             _ => {
@@ -224,7 +241,8 @@ impl Identity {
                 )));
             }
         };
-        if agent.trim().is_empty() || agent.len() > AGENT_MAX || agent.chars().any(char::is_control)
+        let agent = format!("{}{named}", self.settings.agent_prefix);
+        if named.trim().is_empty() || agent.len() > AGENT_MAX || agent.chars().any(char::is_control)
         {
             return Err(Refusal::Invalid(format!(
                 "the token's \"{claim}\" claim is not a usable agent name (1 to {AGENT_MAX} bytes, no control characters)"
@@ -244,6 +262,7 @@ impl Identity {
         Ok(Caller {
             agent,
             group_services: Arc::new(group_services),
+            expires: claims.get("exp").and_then(Value::as_u64).unwrap_or(0),
         })
     }
 
@@ -251,14 +270,14 @@ impl Identity {
         let kept = self.kept.lock().expect("kept tokens poisoned");
         let entry = kept.get(digest)?;
         // Kept no longer than it is valid (the leeway is for clocks, not for keeping).
-        (now_secs() < entry.expires).then(|| entry.caller.clone())
+        (now_secs() < entry.caller.expires).then(|| entry.caller.clone())
     }
 
-    fn keep(&self, digest: [u8; 32], caller: &Caller, expires: u64) {
+    fn keep(&self, digest: [u8; 32], caller: &Caller) {
         let mut kept = self.kept.lock().expect("kept tokens poisoned");
         if kept.len() >= KEPT_MAX {
             let now = now_secs();
-            kept.retain(|_, entry| entry.expires > now);
+            kept.retain(|_, entry| entry.caller.expires > now);
             if kept.len() >= KEPT_MAX {
                 kept.clear();
             }
@@ -267,7 +286,6 @@ impl Identity {
             digest,
             Kept {
                 caller: caller.clone(),
-                expires,
             },
         );
     }
@@ -355,6 +373,7 @@ mod tests {
             audience: audience.into(),
             required_scopes: vec!["mcp:tools".into()],
             agent_claim: "sub".into(),
+            agent_prefix: String::new(),
             groups_claim: "groups".into(),
             groups: [("eng".to_string(), vec!["github".to_string()])].into(),
             leeway: Duration::from_secs(60),

@@ -305,6 +305,49 @@ async fn tokens_the_gateway_must_not_accept_are_refused_and_never_logged() {
     }
 }
 
+/// Opaque access tokens are asked about at the provider (RFC 7662) as the configured
+/// client; its answer names the agent and groups as a JWT's claims do, and a token it
+/// does not know (or revoked) is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opaque_tokens_are_checked_by_introspection() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let audience = format!("http://{addr}/mcp");
+    let idp = Idp::start_opaque(&audience);
+    let ws = Workspace::new(&format!(
+        "{}{}[serve.auth]\nissuer = {}\naudience = {}\nrequired_scopes = [\"mcp:tools\"]\ngroups = {{ eng = [\"engdocs\"], ops = [\"opsdocs\"] }}\nintrospection = {{ client_id = \"gateway-app\", client_secret = \"gateway-secret\" }}\n",
+        demo_entry("engdocs", ""),
+        demo_entry("opsdocs", ""),
+        toml_str(&idp.issuer),
+        toml_str(&audience),
+    ));
+    let gateway = HttpGateway::start_on(&ws, &addr, &["--access", "grants"], &[]);
+    let alice = idp.token("alice-app", "alice-secret", &gateway.url).await;
+    assert!(!alice.contains('.'), "an opaque token: {alice}");
+    let session = client(&gateway.url, &alice).await;
+    let names: Vec<String> = session
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(
+        names.contains(&"mcp__engdocs__echo".to_string()),
+        "{names:?}"
+    );
+    assert!(!names.iter().any(|n| n.contains("opsdocs")), "{names:?}");
+    let ok = session
+        .call_tool(call("mcp__engdocs__echo", json!({"text": "opaque"})))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&ok), "opaque");
+    session.cancel().await.unwrap();
+    let (status, challenge, body) = initialize(&gateway.url, Some("not-issued-by-anyone")).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("not active"), "{body}");
+    assert!(challenge.contains("error=\"invalid_token\""), "{challenge}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn group_claims_decide_which_services_each_user_sees_and_calls() {
     let (_ws, idp, gateway) = protected_gateway(&[]);

@@ -54,6 +54,16 @@ pub fn now() -> u64 {
 
 impl Idp {
     pub fn start(resource: &str, exchange_audiences: &[&str]) -> Idp {
+        Idp::start_with(resource, exchange_audiences, false)
+    }
+
+    /// [`Idp::start`] issuing opaque access tokens for `resource`, which `gateway-app`
+    /// may introspect (RFC 7662, at `/token/introspection`).
+    pub fn start_opaque(resource: &str) -> Idp {
+        Idp::start_with(resource, &[], true)
+    }
+
+    fn start_with(resource: &str, exchange_audiences: &[&str], opaque: bool) -> Idp {
         let dir = tempfile::tempdir().unwrap();
         let key = node(&[peer("mint.mjs").to_str().unwrap(), "keygen", "idp-key-1"]);
         std::fs::write(dir.path().join("key.json"), &key).unwrap();
@@ -63,9 +73,10 @@ impl Idp {
             "clients": [
                 {"client_id": "alice-app", "client_secret": "alice-secret", "groups": ["eng"], "scope": "mcp:tools"},
                 {"client_id": "bob-app", "client_secret": "bob-secret", "groups": ["ops"], "scope": "mcp:tools"},
-                {"client_id": "gateway-app", "client_secret": "gateway-secret", "groups": [], "scope": "mcp:tools", "token_exchange": true},
+                {"client_id": "gateway-app", "client_secret": "gateway-secret", "groups": [], "scope": "mcp:tools", "token_exchange": true, "introspection": true},
             ],
-            "resources": [resource],
+            "resources": if opaque { json!([]) } else { json!([resource]) },
+            "opaque_resources": if opaque { json!([resource]) } else { json!([]) },
             "exchange_audiences": exchange_audiences,
             "resource_scopes": "mcp:tools",
         });

@@ -30,7 +30,7 @@ pub use auth::{
 pub use error::{ConfigError, SettingError};
 pub use expand::expand_vars;
 pub use limits::{CallLimits, LimitsTable, Rate};
-pub use serve_auth::{ServeAuth, load_serve_auth};
+pub use serve_auth::{Introspection, ServeAuth, load_serve_auth};
 pub use source::{Scope, Source, UnknownScope};
 pub use storage::{
     DEFAULT_REGISTRY_SCHEMA, RegistryBounds, RegistryLocation, ResultsLocation, S3Location, Storage,

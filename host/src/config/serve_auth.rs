@@ -12,6 +12,8 @@
 //! groups = { eng = ["github", "linear"] }        # group -> services its members may use
 //! leeway_secs = 60                               # clock skew allowed on exp/nbf (max 300)
 //! own_tokens = true                              # `airlock serve tokens` keep working
+//! introspection = { client_id = "airlock", client_secret = "${IDP_SECRET}" }
+//!                                                # opaque tokens asked about (RFC 7662)
 //! ```
 //!
 //! Later files win, key by key. Values expand `${VAR}`.
@@ -58,6 +60,30 @@ pub struct ServeAuth {
     pub own_tokens: bool,
     /// The JWKS address, when the issuer's metadata is not to be asked for it.
     pub jwks_uri: Option<String>,
+    /// How opaque (non-JWT) access tokens are checked: by the provider's introspection
+    /// endpoint (RFC 7662). None: only JWTs are accepted.
+    pub introspection: Option<Introspection>,
+}
+
+/// The client the gateway asks the provider about opaque tokens as (RFC 7662).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Introspection {
+    /// The introspection endpoint (default: the issuer's metadata names it).
+    pub endpoint: Option<String>,
+    /// The client id.
+    pub client_id: String,
+    /// Its secret (never shown by `Debug`).
+    pub client_secret: String,
+}
+
+impl std::fmt::Debug for Introspection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Introspection")
+            .field("endpoint", &self.endpoint)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &crate::secrets::MASK)
+            .finish()
+    }
 }
 
 #[derive(Default)]
@@ -72,6 +98,7 @@ struct Partial {
     leeway: Option<Duration>,
     own_tokens: Option<bool>,
     jwks_uri: Option<String>,
+    introspection: Option<Introspection>,
 }
 
 /// The `[serve.auth]` settings of `sources` (later files win, key by key), or `None`
@@ -122,6 +149,7 @@ pub fn load_serve_auth(
         leeway: partial.leeway.unwrap_or(Duration::from_secs(60)),
         own_tokens: partial.own_tokens.unwrap_or(true),
         jwks_uri: partial.jwks_uri,
+        introspection: partial.introspection,
     }))
 }
 
@@ -209,6 +237,34 @@ fn parse(
                     .into());
                 }
             },
+            "introspection" => {
+                let mut found = (None, None, None);
+                for (field, value) in table("serve.auth.introspection", v)? {
+                    match field.as_str() {
+                        "endpoint" => found.0 = Some(url("introspection.endpoint", value, env)?),
+                        "client_id" => {
+                            found.1 = Some(string("serve.auth.introspection", field, value, env)?)
+                        }
+                        "client_secret" => {
+                            found.2 = Some(string("serve.auth.introspection", field, value, env)?)
+                        }
+                        other => {
+                            return Err(format!(
+                                "unknown key \"serve.auth.introspection.{other}\" (expected endpoint, client_id, client_secret)"
+                            )
+                            .into());
+                        }
+                    }
+                }
+                let (Some(client_id), Some(client_secret)) = (found.1, found.2) else {
+                    return Err("\"serve.auth.introspection\" needs client_id and client_secret (the client the gateway asks the provider as)".to_string().into());
+                };
+                into.introspection = Some(Introspection {
+                    endpoint: found.0,
+                    client_id,
+                    client_secret,
+                });
+            }
             "own_tokens" => match v {
                 Value::Bool(b) => into.own_tokens = Some(*b),
                 other => {
@@ -221,7 +277,7 @@ fn parse(
             },
             other => {
                 return Err(format!(
-                    "unknown key \"serve.auth.{other}\" (expected issuer, audience, required_scopes, agent_claim, agent_prefix, groups_claim, groups, leeway_secs, own_tokens, jwks_uri)"
+                    "unknown key \"serve.auth.{other}\" (expected issuer, audience, required_scopes, agent_claim, agent_prefix, groups_claim, groups, leeway_secs, own_tokens, jwks_uri, introspection)"
                 )
                 .into());
             }
@@ -286,6 +342,10 @@ mod tests {
                 "unknown key \"serve.auth.secret\"",
             ),
             ("[serve]\nport = 1\n", "unknown key \"serve.port\""),
+            (
+                "[serve.auth]\nissuer = \"https://i\"\naudience = \"https://gw/mcp\"\nintrospection = { client_id = \"gw\" }\n",
+                "\"serve.auth.introspection\" needs client_id and client_secret",
+            ),
         ] {
             let message = load(text).unwrap_err();
             assert!(message.contains(says), "{text}: {message}");

@@ -120,6 +120,21 @@ impl Guard {
                     Err(refusal) => refused(refusal),
                 }
             }
+            Some(token) if identity.introspects() && !TokenBook::is_own(token) => {
+                match identity
+                    .introspect(token, |agent| self.reserved(agent))
+                    .await
+                {
+                    Ok(caller) => {
+                        let (agent, until) = (&caller.agent, caller.expires);
+                        let access = self.airlock.access();
+                        access.hold_group_grants(agent, &caller.group_services, until);
+                        self.airlock.agents().set_access_token(agent, token, until);
+                        Ok(AuthenticatedAgent(caller.agent))
+                    }
+                    Err(refusal) => refused(refusal),
+                }
+            }
             Some(token) if identity.own_tokens() => {
                 let agent = self.agent_of_token(token).map_err(|mut refusal| {
                     if refusal.status() == StatusCode::UNAUTHORIZED {

@@ -49,6 +49,9 @@ pub struct TokenBook {
     store: SecretStore,
 }
 
+/// What every one of the gateway's own tokens starts with.
+const OWN_PREFIX: &str = "alk_";
+
 fn fingerprint(token: &str) -> String {
     crate::digest::sha256(token.as_bytes())
 }
@@ -78,13 +81,18 @@ impl TokenBook {
         TokenBook::with_registry(stores.registry()?.clone(), stores.data_dir())
     }
 
+    /// Whether `token` has the shape of one of the gateway's own tokens (`alk_…`).
+    pub(crate) fn is_own(token: &str) -> bool {
+        token.starts_with(OWN_PREFIX)
+    }
+
     /// Makes a token for `agent`; returns its id and its value (shown once).
     pub fn add(&self, agent: &str) -> Result<(String, String), TokenError> {
         if !valid_agent(agent) {
             return Err(TokenError::Agent(agent.to_string()));
         }
         let value = format!(
-            "alk_{}{}",
+            "{OWN_PREFIX}{}{}",
             uuid::Uuid::new_v4().simple(),
             uuid::Uuid::new_v4().simple()
         );

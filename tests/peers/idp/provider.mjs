@@ -13,10 +13,21 @@
 //                  { "client_id": "gateway-app", "client_secret": "gw",
 //                    "scope": "mcp:tools", "token_exchange": true } ],
 //     "resources": ["http://127.0.0.1:5555/mcp"],
+//     "opaque_resources": ["http://127.0.0.1:5556/mcp"],  // optional, default []
 //     "resource_scopes": "mcp:tools",   // optional, default "mcp:tools"
 //     "access_token_ttl": 300,          // optional, seconds, default 300
 //     "exchange_audiences": ["http://127.0.0.1:9999/mcp"]  // optional, default []
 //   }
+//
+// `resources` get RS256 JWT access tokens; `opaque_resources` get opaque (random string)
+// access tokens, with the same audience (the resource URL), scopes and groups, which a
+// resource server must check at the introspection endpoint (RFC 7662),
+// POST /token/introspection (client_secret_basic or client_secret_post). A client with
+// "introspection": true may introspect any token; other clients keep oidc-provider's
+// default policy. An active opaque token's answer has active, sub (the client_id),
+// aud, scope, exp, iat, client_id, iss, token_type and groups (no jti: it is the token
+// itself); an expired, unknown or garbage token gives {"active": false}. JWTs cannot be
+// introspected (error unsupported_token_type).
 //
 // When listening it prints exactly one stdout line, {"issuer":"http://127.0.0.1:PORT"},
 // and nothing else goes to stdout (oidc-provider notices are sent to stderr).
@@ -66,6 +77,8 @@ if (!key || typeof key !== 'object' || key.kty !== 'RSA' || !key.d || !key.kid) 
 }
 const clients = Array.isArray(config.clients) ? config.clients : [];
 const resources = Array.isArray(config.resources) ? config.resources.map(String) : [];
+const opaqueResources = Array.isArray(config.opaque_resources)
+  ? config.opaque_resources.map(String) : [];
 const resourceScopes = String(config.resource_scopes ?? 'mcp:tools').split(' ').filter(Boolean).join(' ');
 const accessTokenTTL = Number(config.access_token_ttl ?? 300);
 if (!Number.isSafeInteger(accessTokenTTL) || accessTokenTTL <= 0) {
@@ -74,6 +87,10 @@ if (!Number.isSafeInteger(accessTokenTTL) || accessTokenTTL <= 0) {
 
 const exchangeAudiences = Array.isArray(config.exchange_audiences)
   ? config.exchange_audiences.map(String) : [];
+
+const introspectors = new Set(
+  clients.filter((c) => c.introspection === true).map((c) => String(c.client_id)),
+);
 
 const groupsByClient = new Map(
   clients.map((c) => [String(c.client_id), Array.isArray(c.groups) ? c.groups.map(String) : []]),
@@ -93,6 +110,10 @@ function normalize(url) {
 
 function matchResource(indicator) {
   return resources.find((r) => r === indicator || normalize(r) === normalize(indicator));
+}
+
+function matchOpaqueResource(indicator) {
+  return opaqueResources.find((r) => r === indicator || normalize(r) === normalize(indicator));
 }
 
 function matchExchangeAudience(target) {
@@ -141,7 +162,15 @@ const provider = new Provider(issuer, {
   features: {
     devInteractions: { enabled: false },
     clientCredentials: { enabled: true },
-    introspection: { enabled: true },
+    introspection: {
+      enabled: true,
+      // Clients with "introspection": true may introspect any token; others get
+      // oidc-provider's default policy (a public client only its own tokens).
+      allowedPolicy: (ctx, client, token) => {
+        if (introspectors.has(client.clientId)) return true;
+        return !(client.clientAuthMethod === 'none' && token.clientId !== client.clientId);
+      },
+    },
     revocation: { enabled: true },
     registration: { enabled: true, initialAccessToken: false },
     resourceIndicators: {
@@ -150,7 +179,16 @@ const provider = new Provider(issuer, {
       useGrantedResource: () => true,
       getResourceServerInfo: (ctx, resourceIndicator) => {
         const resource = matchResource(resourceIndicator);
-        if (!resource) throw new errors.InvalidTarget();
+        if (!resource) {
+          const opaque = matchOpaqueResource(resourceIndicator);
+          if (!opaque) throw new errors.InvalidTarget();
+          return {
+            scope: resourceScopes,
+            audience: opaque,
+            accessTokenTTL,
+            accessTokenFormat: 'opaque',
+          };
+        }
         return {
           scope: resourceScopes,
           audience: resource,
@@ -181,6 +219,16 @@ provider.use(async (ctx, next) => {
     ctx.path = '/.well-known/openid-configuration';
   }
   await next();
+});
+
+// Introspection answers for client_credentials tokens carry no sub (they have no
+// account); give them the client_id, as the JWT access tokens have.
+provider.use(async (ctx, next) => {
+  await next();
+  if (ctx.path === '/token/introspection' && ctx.body?.active === true
+      && ctx.body.sub === undefined && typeof ctx.body.client_id === 'string') {
+    ctx.body.sub = ctx.body.client_id;
+  }
 });
 
 // How many token exchanges have succeeded (lets a test prove a caller caches).

@@ -51,6 +51,8 @@ pub(super) struct Keys {
     /// The configured JWKS address, or the one the metadata named.
     jwks_uri: tokio::sync::OnceCell<String>,
     configured_jwks: Option<String>,
+    /// The issuer's metadata, read once.
+    metadata: tokio::sync::OnceCell<Value>,
     http: reqwest::Client,
     set: RwLock<KeySet>,
     /// One fetch at a time; the others wait for its keys.
@@ -68,6 +70,7 @@ impl Keys {
             issuer: issuer.to_string(),
             jwks_uri: tokio::sync::OnceCell::new(),
             configured_jwks: jwks_uri,
+            metadata: tokio::sync::OnceCell::new(),
             http,
             set: RwLock::default(),
             fetching: tokio::sync::Mutex::new(()),
@@ -176,7 +179,14 @@ impl Keys {
             .get_or_try_init(|| async {
                 match &self.configured_jwks {
                     Some(uri) => Ok(uri.clone()),
-                    None => self.discover().await,
+                    None => {
+                        let metadata = self.metadata().await?;
+                        metadata
+                            .get("jwks_uri")
+                            .and_then(Value::as_str)
+                            .map(str::to_string)
+                            .ok_or_else(|| "the issuer's metadata names no jwks_uri".to_string())
+                    }
                 }
             })
             .await?;
@@ -221,34 +231,39 @@ impl Keys {
         Ok(set)
     }
 
-    /// The JWKS address from the issuer's metadata: OpenID Connect discovery, then
-    /// RFC 8414. The metadata must name this issuer (mix-up protection).
-    async fn discover(&self) -> Result<String, String> {
-        let mut last = String::new();
-        for well_known in ["openid-configuration", "oauth-authorization-server"] {
-            let at = format!(
-                "{}/.well-known/{well_known}",
-                self.issuer.trim_end_matches('/')
-            );
-            match self.document(&at).await {
-                Ok(metadata) => {
-                    let named = metadata.get("issuer").and_then(Value::as_str);
-                    if named != Some(self.issuer.as_str()) {
-                        return Err(format!(
-                            "the metadata at {at} names issuer {named:?}, not {:?}",
-                            self.issuer
-                        ));
+    /// The issuer's metadata: OpenID Connect discovery, then RFC 8414, read once. It
+    /// must name this issuer (mix-up protection).
+    pub(super) async fn metadata(&self) -> Result<&Value, String> {
+        self.metadata
+            .get_or_try_init(|| async {
+                let mut last = String::new();
+                for well_known in ["openid-configuration", "oauth-authorization-server"] {
+                    let at = format!(
+                        "{}/.well-known/{well_known}",
+                        self.issuer.trim_end_matches('/')
+                    );
+                    match self.document(&at).await {
+                        Ok(metadata) => {
+                            let named = metadata.get("issuer").and_then(Value::as_str);
+                            if named != Some(self.issuer.as_str()) {
+                                return Err(format!(
+                                    "the metadata at {at} names issuer {named:?}, not {:?}",
+                                    self.issuer
+                                ));
+                            }
+                            return Ok(metadata);
+                        }
+                        Err(e) => last = e,
                     }
-                    return metadata
-                        .get("jwks_uri")
-                        .and_then(Value::as_str)
-                        .map(str::to_string)
-                        .ok_or_else(|| format!("the metadata at {at} names no jwks_uri"));
                 }
-                Err(e) => last = e,
-            }
-        }
-        Err(last)
+                Err(last)
+            })
+            .await
+    }
+
+    /// The client requests to the provider go through (bounded time, no redirects).
+    pub(super) fn http(&self) -> &reqwest::Client {
+        &self.http
     }
 
     /// A JSON document from the provider, bounded in size.
@@ -276,7 +291,7 @@ impl Keys {
 }
 
 /// A reqwest error without the URL it repeats (the message names it already).
-fn without_url(e: &reqwest::Error) -> String {
+pub(super) fn without_url(e: &reqwest::Error) -> String {
     let mut text = e.to_string();
     if let Some(url) = e.url() {
         text = text.replace(&format!(" for url ({url})"), "");

@@ -11,6 +11,7 @@
 //! protected resource metadata (RFC 9728) that [`Identity::metadata`] serves, which is
 //! how a standard MCP client finds where to sign in.
 
+mod introspect;
 mod keys;
 
 use std::collections::{BTreeSet, HashMap};
@@ -51,9 +52,10 @@ pub(crate) enum Refusal {
     Unavailable(String),
 }
 
-/// A verified token, kept until it expires.
+/// A verified token, kept until it expires (an introspected one, a shorter while).
 struct Kept {
     caller: Caller,
+    until: u64,
 }
 
 /// The configured identity provider, and the tokens it issued that were verified.
@@ -98,6 +100,11 @@ impl Identity {
             settings,
             kept: Mutex::default(),
         }
+    }
+
+    /// Whether opaque tokens are asked about at the provider (`introspection`).
+    pub(crate) fn introspects(&self) -> bool {
+        self.settings.introspection.is_some()
     }
 
     /// Whether Airlock's own bearer tokens are accepted beside the provider's.
@@ -202,8 +209,21 @@ impl Identity {
         let claims = jsonwebtoken::decode::<Value>(token, &key.decoding, &validation)
             .map_err(|e| Refusal::Invalid(refusal_of(&e)))?
             .claims;
+        let caller = self.accept(&claims, reserved)?;
+        self.keep(digest, &caller, caller.expires);
+        Ok(caller)
+    }
+
+    /// The caller of a token whose `claims` are genuine and current (a verified JWT's, or
+    /// an introspection's answer): every required scope held, the agent named and not one
+    /// of `reserved`.
+    fn accept(
+        &self,
+        claims: &Value,
+        reserved: impl Fn(&str) -> Result<bool, String>,
+    ) -> Result<Caller, Refusal> {
         let missing: Vec<String> = {
-            let held = scopes(&claims);
+            let held = scopes(claims);
             let required = &self.settings.required_scopes;
             required
                 .iter()
@@ -214,19 +234,15 @@ impl Identity {
         if !missing.is_empty() {
             return Err(Refusal::Scope(missing));
         }
-        let caller = self.caller_of(&claims)?;
+        let caller = self.caller_of(claims)?;
         match reserved(&caller.agent) {
-            Ok(false) => {}
-            Ok(true) => {
-                return Err(Refusal::Invalid(format!(
-                    "the token names agent \"{}\", which acts with Airlock's own tokens (set serve.auth.agent_prefix to keep the provider's users apart)",
-                    caller.agent
-                )));
-            }
-            Err(e) => return Err(Refusal::Unavailable(e)),
+            Ok(false) => Ok(caller),
+            Ok(true) => Err(Refusal::Invalid(format!(
+                "the token names agent \"{}\", which acts with Airlock's own tokens (set serve.auth.agent_prefix to keep the provider's users apart)",
+                caller.agent
+            ))),
+            Err(e) => Err(Refusal::Unavailable(e)),
         }
-        self.keep(digest, &caller);
-        Ok(caller)
     }
 
     /// The agent and group grants `claims` name.
@@ -270,14 +286,14 @@ impl Identity {
         let kept = self.kept.lock().expect("kept tokens poisoned");
         let entry = kept.get(digest)?;
         // Kept no longer than it is valid (the leeway is for clocks, not for keeping).
-        (now_secs() < entry.caller.expires).then(|| entry.caller.clone())
+        (now_secs() < entry.until).then(|| entry.caller.clone())
     }
 
-    fn keep(&self, digest: [u8; 32], caller: &Caller) {
+    fn keep(&self, digest: [u8; 32], caller: &Caller, until: u64) {
         let mut kept = self.kept.lock().expect("kept tokens poisoned");
         if kept.len() >= KEPT_MAX {
             let now = now_secs();
-            kept.retain(|_, entry| entry.caller.expires > now);
+            kept.retain(|_, entry| entry.until > now);
             if kept.len() >= KEPT_MAX {
                 kept.clear();
             }
@@ -286,6 +302,7 @@ impl Identity {
             digest,
             Kept {
                 caller: caller.clone(),
+                until,
             },
         );
     }
@@ -379,6 +396,7 @@ mod tests {
             leeway: Duration::from_secs(60),
             own_tokens: true,
             jwks_uri: None,
+            introspection: None,
         })
     }
 

@@ -1,6 +1,7 @@
 //! What `[serve.auth]` costs a call through `airlock serve --http`, in the same run:
 //!
-//! - `own_token`: an rmcp client presenting one of Airlock's own bearer tokens;
+//! - `own_token`: an rmcp client presenting one of Airlock's own bearer tokens (agent
+//!   `machine`; a provider's token may not name an agent of Airlock's own tokens);
 //! - `jwt`: an rmcp client presenting a JWT access token that a real OpenID provider
 //!   (npm `oidc-provider`, tests/peers/idp, on loopback) issued with the client
 //!   credentials grant, verified by the gateway against the provider's JWKS (fetched
@@ -155,7 +156,7 @@ fn bench(c: &mut Criterion) {
     .unwrap();
     let made = airlock(
         work.path(),
-        &["--json", "--agent", "bench", "serve", "tokens", "add"],
+        &["--json", "--agent", "machine", "serve", "tokens", "add"],
     )
     .output()
     .unwrap();

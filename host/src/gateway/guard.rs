@@ -12,7 +12,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use serde_json::json;
 
 use super::handler::AuthenticatedAgent;
-use super::identity::{self, Identity, Refusal};
+use super::identity::{self, Caller, Identity, Refusal};
 use super::tokens::TokenBook;
 use crate::Airlock;
 
@@ -109,31 +109,18 @@ impl Guard {
         let refused = |refusal: Refusal| Err(Box::new(refuse_token(identity, &refusal)));
         match bearer_of(headers) {
             Some(token) if Identity::is_jwt(token) => {
-                match identity.verify(token, |agent| self.reserved(agent)).await {
-                    Ok(caller) => {
-                        let (agent, until) = (&caller.agent, caller.expires);
-                        let access = self.airlock.access();
-                        access.hold_group_grants(agent, &caller.group_services, until);
-                        self.airlock.agents().set_access_token(agent, token, until);
-                        Ok(AuthenticatedAgent(caller.agent))
-                    }
-                    Err(refusal) => refused(refusal),
-                }
+                let verified = identity.verify(token, |agent| self.reserved(agent)).await;
+                verified
+                    .map(|caller| self.admit(caller, token))
+                    .or_else(refused)
             }
             Some(token) if identity.introspects() && !TokenBook::is_own(token) => {
-                match identity
+                let answered = identity
                     .introspect(token, |agent| self.reserved(agent))
-                    .await
-                {
-                    Ok(caller) => {
-                        let (agent, until) = (&caller.agent, caller.expires);
-                        let access = self.airlock.access();
-                        access.hold_group_grants(agent, &caller.group_services, until);
-                        self.airlock.agents().set_access_token(agent, token, until);
-                        Ok(AuthenticatedAgent(caller.agent))
-                    }
-                    Err(refusal) => refused(refusal),
-                }
+                    .await;
+                answered
+                    .map(|caller| self.admit(caller, token))
+                    .or_else(refused)
             }
             Some(token) if identity.own_tokens() => {
                 let agent = self.agent_of_token(token).map_err(|mut refusal| {
@@ -161,6 +148,16 @@ impl Guard {
                 Err(Box::new(refusal))
             }
         }
+    }
+
+    /// The agent a provider's token names, holding what the token gives it until the
+    /// token expires: its groups' services, and the token itself for token exchange.
+    fn admit(&self, caller: Caller, token: &str) -> AuthenticatedAgent {
+        let (agent, until) = (&caller.agent, caller.expires);
+        let access = self.airlock.access();
+        access.hold_group_grants(agent, &caller.group_services, until);
+        self.airlock.agents().set_access_token(agent, token, until);
+        AuthenticatedAgent(caller.agent)
     }
 
     /// Whether `agent` acts with Airlock's own tokens (the operator, the default agent,

@@ -9,11 +9,9 @@
 
 use rmcp::transport::auth::{CredentialStore, OAuthTokenResponse, StoredCredentials};
 
-use super::flow::{discover, needs_refresh, scopes_for, service_lock};
+use super::flow::{discover, scopes_for, service_lock};
 use super::form::{FormFailure, post_form};
-use super::store::{
-    ClientRegistration, StoreAdapter, Stored, blocking, now_secs, read_record, token_fields,
-};
+use super::store::{ClientRegistration, StoreAdapter, now_secs, stored_fresh_token, token_fields};
 use super::{OAuthError, auth_flow, flow};
 use crate::config::IdentityAssertion;
 use crate::secrets::SecretStore;
@@ -35,25 +33,10 @@ pub async fn identity_assertion_token(
 ) -> Result<String, OAuthError> {
     let lock = service_lock(service);
     let _guard = lock.lock().await;
-    if !fresh {
-        let record = {
-            let (store, key) = (store.clone(), service.to_string());
-            blocking(move || read_record(&store, &key))
-                .await
-                .map_err(|e| flow(service, "reading the token store", e))??
-        };
-        if let Stored::Found(record) = record
-            && record.resource == url
-            && record.client.client_id == assertion.client_id
-            && let Some(tokens) = record
-                .credentials
-                .token_response
-                .as_ref()
-                .and_then(token_fields)
-            && !needs_refresh(record.obtained_at, record.expires_at, now_secs())
-        {
-            return Ok(tokens.access_token);
-        }
+    if !fresh
+        && let Some(token) = stored_fresh_token(store, service, url, &assertion.client_id).await?
+    {
+        return Ok(token);
     }
     let (manager, metadata) = discover(service, url, None).await?;
     let scopes = scopes_for(&manager, &assertion.scopes).await;

@@ -14,10 +14,8 @@ use rmcp::transport::auth::{
 };
 use serde_json::{Value, json};
 
-use super::flow::{discover, needs_refresh, scopes_for, service_lock};
-use super::store::{
-    ClientRegistration, StoreAdapter, Stored, blocking, now_secs, read_record, token_fields,
-};
+use super::flow::{discover, scopes_for, service_lock};
+use super::store::{ClientRegistration, StoreAdapter, now_secs, stored_fresh_token, token_fields};
 use super::{OAuthError, StepFailure, auth_flow, flow};
 use crate::config::{ClientCredentials, ClientKey};
 use crate::secrets::SecretStore;
@@ -40,25 +38,10 @@ pub async fn client_credentials_token(
 ) -> Result<String, OAuthError> {
     let lock = service_lock(service);
     let _guard = lock.lock().await;
-    if !fresh {
-        let record = {
-            let (store, key) = (store.clone(), service.to_string());
-            blocking(move || read_record(&store, &key))
-                .await
-                .map_err(|e| flow(service, "reading the token store", e))??
-        };
-        if let Stored::Found(record) = record
-            && record.resource == url
-            && record.client.client_id == client.client_id
-            && let Some(tokens) = record
-                .credentials
-                .token_response
-                .as_ref()
-                .and_then(token_fields)
-            && !needs_refresh(record.obtained_at, record.expires_at, now_secs())
-        {
-            return Ok(tokens.access_token);
-        }
+    if !fresh
+        && let Some(token) = stored_fresh_token(store, service, url, &client.client_id).await?
+    {
+        return Ok(token);
     }
 
     let (mut manager, metadata) = discover(service, url, None).await?;

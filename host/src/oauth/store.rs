@@ -253,3 +253,33 @@ pub(super) async fn blocking<T: Send + 'static>(
         .await
         .map_err(|_| StepFailure::from("the token store task failed"))
 }
+
+/// The access token stored for `service` at `url`, issued to `client_id`, while it does
+/// not need refreshing (see [`super::flow::needs_refresh`]); `None` otherwise. The
+/// store is read on a blocking thread.
+pub(super) async fn stored_fresh_token(
+    store: &SecretStore,
+    service: &str,
+    url: &str,
+    client_id: &str,
+) -> Result<Option<String>, OAuthError> {
+    let record = {
+        let (store, key) = (store.clone(), service.to_string());
+        blocking(move || read_record(&store, &key))
+            .await
+            .map_err(|e| super::flow(service, "reading the token store", e))??
+    };
+    let Stored::Found(record) = record else {
+        return Ok(None);
+    };
+    if record.resource != url || record.client.client_id != client_id {
+        return Ok(None);
+    }
+    let fresh = record
+        .credentials
+        .token_response
+        .as_ref()
+        .and_then(token_fields)
+        .filter(|_| !super::flow::needs_refresh(record.obtained_at, record.expires_at, now_secs()));
+    Ok(fresh.map(|tokens| tokens.access_token))
+}

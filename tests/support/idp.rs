@@ -196,15 +196,7 @@ impl BearerServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("start the bearer server");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let url = line
-            .trim()
-            .strip_prefix("LISTENING ")
-            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-            .to_string();
+        let url = super::listening_url(&mut child);
         BearerServer {
             child,
             url,

@@ -45,15 +45,7 @@ pub fn start_oauth_server(token_ttl: u32, extra: &[String]) -> OAuthServer {
         .stderr(Stdio::null())
         .spawn()
         .expect("start the OAuth server");
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("LISTENING ")
-        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-        .to_string();
+    let url = listening_url(&mut child);
     OAuthServer {
         child,
         url,
@@ -77,4 +69,16 @@ pub fn browser_script(dir: &std::path::Path) -> String {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path.display().to_string()
+}
+
+/// The URL a Python peer prints first (`LISTENING URL`), once it serves.
+pub fn listening_url(child: &mut Child) -> String {
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("the peer's stdout is piped"))
+        .read_line(&mut line)
+        .unwrap();
+    line.trim()
+        .strip_prefix("LISTENING ")
+        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+        .to_string()
 }

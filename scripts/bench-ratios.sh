@@ -93,6 +93,9 @@ for size, target in (("16B", "≤ 1.25×"), ("4KiB", "≤ 1.25×"), ("1MiB", Non
          f"call_{size}", "gateway", "relay", target,
          (lambda x, y, r: r <= 1.25) if target else None)
 for size in ("16B", "4KiB"):
+    pair("gateway", f"call through `airlock serve` (stdio), {size}: its runtime on one worker (as it runs) vs one worker per core (`TOKIO_WORKER_THREADS`), same run",
+         f"call_{size}", "gateway", "gateway_cores")
+for size in ("16B", "4KiB"):
     pair("eras", f"call through `airlock serve --http`, {size}: a 2026-07-28 client (stateless requests) vs a 2025-11-25 session",
          f"era_call_{size}", "stateless", "handshake")
 pair("identity", "call through `airlock serve --http`, 16 B: a JWT access token from an identity provider (`[serve.auth]`, verified against its JWKS, then kept until it expires) vs one of Airlock's own tokens, same gateway, taking turns",

@@ -1,17 +1,19 @@
 //! One tool call end to end, on the demo server built into the `airlock` binary (a real
-//! child process speaking MCP over stdio), measured three ways in the same run:
+//! child process speaking MCP over stdio), measured five ways in the same run:
 //!
 //! - `baseline`: a plain rmcp client talking to the server directly;
 //! - `airlock`: `Airlock::call_with` (session, content plugin, redaction plugin,
 //!   retention), P2;
 //! - `gateway`: a plain rmcp client talking to `airlock serve` over stdio, which calls the
 //!   server (issue 10's gateway figure);
+//! - `gateway_cores`: the same gateway with as many runtime workers as cores
+//!   (`TOKIO_WORKER_THREADS`), where the stdio gateway runs on one;
 //! - `relay`: a plain rmcp client talking to a bare byte relay in front of the server
 //!   (this benchmark's binary run again as one: two threads copying bytes, no parsing),
 //!   the floor of any second hop, which `gateway` is measured against.
 //!
 //! Results of 16 B, 4 KiB and 1 MiB (the server's `echo` tool). `scripts/bench-ratios.sh`
-//! prints airlock/baseline and gateway/baseline.
+//! prints airlock/baseline, gateway/baseline, gateway/relay and gateway/gateway_cores.
 
 use std::process::Stdio;
 
@@ -111,18 +113,29 @@ fn bench(c: &mut Criterion) {
         cmd
     }));
 
-    // The gateway: `airlock serve` over stdio.
-    let (gateway, _gateway_child) = rt.block_on(rmcp_client({
+    // The gateway: `airlock serve` over stdio, as it runs (one runtime worker), and with
+    // as many workers as cores (what it ran with before).
+    let serve = |data: &str, workers: Option<&str>| {
         let mut cmd = tokio::process::Command::new(AIRLOCK);
         cmd.arg("--config")
             .arg(&config_path)
             .arg("--data-dir")
-            .arg(work.path().join("gateway-data"))
+            .arg(work.path().join(data))
             .arg("serve")
             .env("AIRLOCK_PLUGIN_CACHE", &plugin_cache)
-            .env("AIRLOCK_CONFIG", work.path().join("no-user-config.toml"));
+            .env("AIRLOCK_CONFIG", work.path().join("no-user-config.toml"))
+            .env_remove("TOKIO_WORKER_THREADS");
+        if let Some(workers) = workers {
+            cmd.env("TOKIO_WORKER_THREADS", workers);
+        }
         cmd
-    }));
+    };
+    let (gateway, _gateway_child) = rt.block_on(rmcp_client(serve("gateway-data", None)));
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let (gateway_cores, _gateway_cores_child) = rt.block_on(rmcp_client(serve(
+        "gateway-cores-data",
+        Some(&cores.to_string()),
+    )));
 
     for (label, size) in [("16B", 16usize), ("4KiB", 4 << 10), ("1MiB", 1 << 20)] {
         let text: String = "0123456789abcdef".repeat(size / 16);
@@ -174,12 +187,19 @@ fn bench(c: &mut Criterion) {
                     .unwrap()
             })
         });
+        group.bench_function("gateway_cores", |b| {
+            b.iter(|| {
+                rt.block_on(gateway_cores.call_tool(echo("mcp__demo__echo", &text)))
+                    .unwrap()
+            })
+        });
         group.finish();
     }
     rt.block_on(async {
         let _ = direct.cancel().await;
         let _ = relayed.cancel().await;
         let _ = gateway.cancel().await;
+        let _ = gateway_cores.cancel().await;
         airlock.close().await;
     });
 }

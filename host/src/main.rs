@@ -7,7 +7,7 @@ use clap::Parser;
 fn main() -> ExitCode {
     airlock_host::alloc::pin_mmap_threshold();
     let cli = airlock_host::cli::Cli::parse();
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match cli.runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("airlock: cannot start the async runtime: {e}");

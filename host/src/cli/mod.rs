@@ -74,6 +74,29 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// The async runtime this command runs on: multi-threaded (plugins and blocking
+    /// stores hand their worker to another thread while they run), with as many workers
+    /// as cores, except for the stdio gateway (`airlock serve` without `--http`), which
+    /// gets one. It serves one client whose messages arrive one at a time, and each
+    /// message passes through several tasks (the client's transport, the call, the
+    /// upstream transport, the reply): on one worker every hand-off is a queue push on
+    /// that thread instead of a wake-up of another core's thread. `TOKIO_WORKER_THREADS`
+    /// still decides when it is set.
+    pub fn runtime(&self) -> std::io::Result<tokio::runtime::Runtime> {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.enable_all();
+        let stdio_gateway = matches!(
+            &self.command,
+            Command::Serve(args) if args.http.is_none() && args.command.is_none()
+        );
+        if stdio_gateway && std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
+            builder.worker_threads(1);
+        }
+        builder.build()
+    }
+}
+
 /// The commands.
 // Parsed once per process, so the size of `Servers` does not matter; boxing it would
 // change the public type of its field.

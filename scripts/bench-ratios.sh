@@ -92,7 +92,7 @@ for size, target in (("16B", "≤ 1.25×"), ("4KiB", "≤ 1.25×"), ("1MiB", Non
     pair("gateway", f"call through `airlock serve` (stdio), {size}, vs the same client through a bare byte relay (two threads copying bytes: the floor of a second hop)",
          f"call_{size}", "gateway", "relay", target,
          (lambda x, y, r: r <= 1.25) if target else None)
-for size in ("16B", "4KiB"):
+for size in ("16B", "4KiB", "1MiB"):
     pair("gateway", f"call through `airlock serve` (stdio), {size}: its runtime on one worker (as it runs) vs one worker per core (`TOKIO_WORKER_THREADS`), same run",
          f"call_{size}", "gateway", "gateway_cores")
 for size in ("16B", "4KiB"):

@@ -324,6 +324,7 @@ impl airlock_host::session::AgentClient for YesSayer {
         airlock_host::session::AgentCapabilities {
             sampling: false,
             elicitation: true,
+            elicitation_url: false,
         }
     }
     fn create_message(

@@ -51,6 +51,11 @@ pub struct ServeArgs {
     /// Require a bearer token on loopback too (for /mcp and the /console login).
     #[arg(long)]
     pub require_token: bool,
+    /// The gateway's base URL as browsers reach it (https://airlock.example.com): an
+    /// agent signing in to a per-agent service comes back to URL/oauth/callback.
+    /// Default: the --http address on loopback, else the origin of [serve.auth] audience.
+    #[arg(long, value_name = "URL", value_parser = public_url)]
+    pub public_url: Option<String>,
     /// Host names accepted in Host and Origin headers when serving remotely. Repeatable.
     #[arg(long = "allowed-host", value_name = "HOST")]
     pub allowed_hosts: Vec<String>,
@@ -162,6 +167,7 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
             http.allow_remote = args.allow_remote;
             http.require_token = args.require_token;
             http.allowed_hosts = args.allowed_hosts.clone();
+            http.public_url = args.public_url.clone();
             http.max_sessions = args.max_sessions;
             http.session_idle = Duration::from_secs(args.session_idle_secs.max(1));
             http.auth = crate::config::load_serve_auth(&config_sources(cli)?, &process_env)?;
@@ -177,6 +183,21 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--public-url`: an absolute http(s) URL without a query or fragment.
+fn public_url(given: &str) -> anyhow::Result<String> {
+    let url = reqwest::Url::parse(given)
+        .map_err(|e| anyhow::anyhow!("\"{given}\" is not a URL ({e}); give the gateway's base URL, like https://airlock.example.com"))?;
+    if !matches!(url.scheme(), "http" | "https")
+        || url.query().is_some()
+        || url.fragment().is_some()
+    {
+        bail!(
+            "\"{given}\" must be an http or https URL without a query or fragment, like https://airlock.example.com"
+        );
+    }
+    Ok(given.trim_end_matches('/').to_string())
 }
 
 /// `--reload-secs`: a finite, non-negative number of seconds.

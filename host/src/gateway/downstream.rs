@@ -56,6 +56,11 @@ impl DownstreamClient {
             capabilities: AgentCapabilities {
                 sampling: request.capabilities.sampling.is_some(),
                 elicitation: request.capabilities.elicitation.is_some(),
+                elicitation_url: request
+                    .capabilities
+                    .elicitation
+                    .as_ref()
+                    .is_some_and(|e| e.url.is_some()),
             },
             logs,
         }

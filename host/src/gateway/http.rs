@@ -49,6 +49,11 @@ pub struct HttpOptions {
     /// Access tokens from an identity provider (`[serve.auth]`): every request then
     /// needs a token, the provider's or (unless turned off) one of Airlock's own.
     pub auth: Option<crate::config::ServeAuth>,
+    /// The gateway's base URL as browsers reach it (`https://airlock.example.com`):
+    /// where an agent's sign-in to a per-agent service comes back to
+    /// (`/oauth/callback`). Default: the bound address on loopback, else the origin of
+    /// `[serve.auth] audience`.
+    pub public_url: Option<String>,
 }
 
 impl HttpOptions {
@@ -63,6 +68,7 @@ impl HttpOptions {
             allowed_hosts: Vec::new(),
             require_token: false,
             auth: None,
+            public_url: None,
         }
     }
 }
@@ -118,7 +124,7 @@ async fn not_found() -> Response {
     refuse(
         StatusCode::NOT_FOUND,
         -32601,
-        "Not found: the MCP endpoint is /mcp (the operator console is /console; health checks are /healthz and /readyz; metrics are /metrics)",
+        "Not found: the MCP endpoint is /mcp (the operator console is /console; health checks are /healthz and /readyz; metrics are /metrics; sign-ins come back to /oauth/callback)",
     )
 }
 
@@ -193,8 +199,12 @@ pub async fn serve_http(
         .merge(super::health::router(Arc::new(health)))
         .merge(super::metrics::router(Arc::new(scrape)))
         .merge(super::console::router(console, guard_state))
-        .fallback(not_found)
-        .layer(middleware::from_fn(super::metrics::count_requests));
+        .fallback(not_found);
+    #[cfg(feature = "http")]
+    let app = app.merge(super::callback::router(
+        gateway.airlock.services().authorizations().clone(),
+    ));
+    let app = app.layer(middleware::from_fn(super::metrics::count_requests));
     let listener = tokio::net::TcpListener::bind(http.addr)
         .await
         .map_err(|source| HttpError::Bind {
@@ -203,6 +213,17 @@ pub async fn serve_http(
         })?;
     let local = listener.local_addr().map_err(HttpError::Serve)?;
     tracing::info!("airlock serve: listening on http://{local}/mcp");
+    // Agents sign in to per-agent services through this gateway from now on.
+    #[cfg(feature = "http")]
+    gateway
+        .airlock
+        .services()
+        .authorizations()
+        .redirect_to(super::callback::redirect_for(
+            http.public_url.as_deref(),
+            local,
+            http.auth.as_ref().map(|auth| auth.audience.as_str()),
+        ));
     if let Some(bound) = bound {
         let _ = bound.send(local);
     }

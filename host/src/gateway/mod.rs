@@ -16,6 +16,8 @@
 //! agent-client trait), `registry`, `secrets` and `digest` (tokens), `results` (limits),
 //! `catalog` (tool types), `events`, `error`.
 
+#[cfg(feature = "http")]
+mod callback;
 mod console;
 mod downstream;
 mod eras;
@@ -94,6 +96,12 @@ pub async fn serve_stdio(
     shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<(), std::io::Error> {
     use rmcp::transport::async_rw::AsyncRwTransport;
+    // The gateway runs on its user's machine: a browser sign-in comes back to loopback.
+    #[cfg(feature = "http")]
+    airlock
+        .services()
+        .authorizations()
+        .redirect_to(Some(crate::oauth::Redirect::Loopback));
     let gateway = Arc::new(Gateway::new(airlock, options));
     let handler = gateway.stdio_session();
     let (input, output) = own_stdio::own_stdio();

@@ -158,7 +158,7 @@ pub async fn call(
         SEARCH if definitions(surface).iter().any(|t| t["name"] == SEARCH) => {
             search(gateway, agent, &arguments)
         }
-        STATUS if surface == ToolSurface::All => Ok(status(gateway, agent)),
+        STATUS if surface == ToolSurface::All => Ok(status(gateway, agent).await),
         DESCRIBE if surface == ToolSurface::Meta => describe(gateway, agent, &arguments),
         CALL if surface == ToolSurface::Meta => {
             let target = match string_arg(&arguments, "name") {
@@ -301,11 +301,19 @@ fn search(gateway: &Served<'_>, agent: &str, args: &Value) -> Result<CallToolRes
     Ok(results::own(text, structured))
 }
 
-fn status(gateway: &Served<'_>, agent: &str) -> CallToolResult {
+async fn status(gateway: &Served<'_>, agent: &str) -> CallToolResult {
     let reports = gateway.airlock.access().status_for(agent);
+    let links = sign_in_links(gateway, agent, &reports).await;
     let text = reports
         .iter()
         .map(|r| {
+            if let Some(url) = links.get(&r.service) {
+                return format!(
+                    "{}: {}; sign in to use it (as agent \"{agent}\"): open {url}",
+                    r.service,
+                    r.status.name()
+                );
+            }
             let detail = match &r.status {
                 crate::ServiceStatus::Failed { reason }
                 | crate::ServiceStatus::Untested { reason, .. } => format!(": {reason}"),
@@ -323,7 +331,54 @@ fn status(gateway: &Served<'_>, agent: &str) -> CallToolResult {
     } else {
         text
     };
-    results::own(text, json!({ "services": reports }))
+    let mut structured = json!({ "services": reports });
+    if !links.is_empty() {
+        structured["sign_in"] = json!(links);
+    }
+    results::own(text, structured)
+}
+
+/// The sign-in links of the services in `reports` that `agent` must authorize itself
+/// and has not, when the gateway can take a browser back; once a browser comes back, the
+/// service's tools are named through the agent's new session (clients get
+/// `list_changed`).
+#[cfg(feature = "http")]
+async fn sign_in_links(
+    gateway: &Served<'_>,
+    agent: &str,
+    reports: &[crate::ServiceReport],
+) -> std::collections::BTreeMap<String, String> {
+    let mut links = std::collections::BTreeMap::new();
+    for report in reports {
+        let services = gateway.airlock.services();
+        let Some(mut started) = services.sign_in(agent, &report.service).await else {
+            continue;
+        };
+        links.insert(report.service.clone(), started.url.clone());
+        if started.joined {
+            continue;
+        }
+        let (airlock, agent, service) = (
+            gateway.airlock.clone(),
+            agent.to_string(),
+            report.service.clone(),
+        );
+        tokio::spawn(async move {
+            if started.finished().await.is_ok() {
+                airlock.services().name_as_caller(&agent, &service).await;
+            }
+        });
+    }
+    links
+}
+
+#[cfg(not(feature = "http"))]
+async fn sign_in_links(
+    _gateway: &Served<'_>,
+    _agent: &str,
+    _reports: &[crate::ServiceReport],
+) -> std::collections::BTreeMap<String, String> {
+    Default::default()
 }
 
 fn describe(gateway: &Served<'_>, agent: &str, args: &Value) -> Result<CallToolResult, CallError> {

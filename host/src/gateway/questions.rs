@@ -99,6 +99,10 @@ pub fn caller_capabilities(ctx: &RequestContext<RoleServer>) -> AgentCapabilitie
     AgentCapabilities {
         sampling: declared.as_ref().is_some_and(|c| c.sampling.is_some()),
         elicitation: declared.as_ref().is_some_and(|c| c.elicitation.is_some()),
+        elicitation_url: declared
+            .as_ref()
+            .and_then(|c| c.elicitation.as_ref())
+            .is_some_and(|e| e.url.is_some()),
     }
 }
 

@@ -67,36 +67,8 @@ pub async fn authorize_with_challenge(
         .port();
     let redirect_uri = format!("http://127.0.0.1:{port}{CALLBACK_PATH}");
 
-    let (mut manager, metadata) = discover(service, url, challenge).await?;
-    let cimd_supported = metadata
-        .additional_fields
-        .get("client_id_metadata_document_supported")
-        .and_then(serde_json::Value::as_bool)
-        .unwrap_or(false);
-    let scopes = scopes_for(&manager, &configured.scopes).await;
-    let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
-    let client = choose_client(
-        &mut manager,
-        service,
-        configured,
-        cimd_supported,
-        &redirect_uri,
-        &scope_refs,
-    )
-    .await?;
-    manager.set_credential_store(StoreAdapter::new(store, service, url, client));
-
-    let auth_url = manager
-        .get_authorization_url(&scope_refs)
-        .await
-        .map_err(|e| auth_flow(service, "authorization request", &e))?;
-    let state = state_of(&auth_url).ok_or_else(|| {
-        flow(
-            service,
-            "authorization request",
-            "the authorization URL carries no state",
-        )
-    })?;
+    let (manager, auth_url, state) =
+        prepare(store, service, url, challenge, configured, &redirect_uri).await?;
 
     // The callback is served by its own task, from before the browser is opened: an
     // opener that waits for the page to load (a script running curl, say) must not wait
@@ -140,6 +112,79 @@ pub async fn authorize_with_challenge(
                 format!("no answer from the browser within {} s", wait.as_secs()),
             ))
         }
+    }
+}
+
+/// The start of an authorization-code flow whose browser returns to `redirect_uri`:
+/// discovery (seeded with `challenge`), the client (configured, metadata document or
+/// registered), the token record over `store` under `service`, and the PKCE
+/// authorization URL. Returns the manager that finishes the flow, the URL and its state.
+pub(super) async fn prepare(
+    store: &SecretStore,
+    service: &str,
+    url: &str,
+    challenge: Option<&str>,
+    configured: &OAuthClient,
+    redirect_uri: &str,
+) -> Result<(AuthorizationManager, String, String), OAuthError> {
+    let (mut manager, metadata) = discover(service, url, challenge).await?;
+    let cimd_supported = metadata
+        .additional_fields
+        .get("client_id_metadata_document_supported")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
+    let scopes = scopes_for(&manager, &configured.scopes).await;
+    let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
+    let client = choose_client(
+        &mut manager,
+        service,
+        configured,
+        cimd_supported,
+        redirect_uri,
+        &scope_refs,
+    )
+    .await?;
+    manager.set_credential_store(StoreAdapter::new(store, service, url, client));
+
+    let auth_url = manager
+        .get_authorization_url(&scope_refs)
+        .await
+        .map_err(|e| auth_flow(service, "authorization request", &e))?;
+    let state = state_of(&auth_url).ok_or_else(|| {
+        flow(
+            service,
+            "authorization request",
+            "the authorization URL carries no state",
+        )
+    })?;
+    Ok((manager, auth_url, state))
+}
+
+/// Exchanges the browser's `code` (and RFC 9207 `issuer`) through `manager`, which
+/// stores the tokens; one save at a time per `service` in this process.
+pub(super) async fn exchange(
+    manager: &AuthorizationManager,
+    service: &str,
+    code: &str,
+    state: &str,
+    issuer: Option<&str>,
+) -> Result<(), OAuthError> {
+    tracing::info!(service = %service, "OAuth: exchanging the authorization code");
+    let lock = service_lock(service);
+    let _guard = lock.lock().await;
+    match manager
+        .exchange_code_for_token_with_issuer(code, state, issuer)
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(service = %service, "OAuth: authorized");
+            Ok(())
+        }
+        Err(e) => Err(flow(
+            service,
+            "token exchange",
+            scrub(&describe(&e), Some(code), state),
+        )),
     }
 }
 
@@ -267,28 +312,12 @@ async fn receive_and_exchange(
             )
         })?;
     drop(listener);
-
-    tracing::info!(service = %service, "OAuth: exchanging the authorization code");
-    let lock = service_lock(&service);
-    let _guard = lock.lock().await;
-    match manager
-        .exchange_code_for_token_with_issuer(&hit.code, &state, hit.issuer.as_deref())
-        .await
-    {
-        Ok(_) => {
-            respond(hit.stream, "200 OK", SUCCESS_PAGE).await;
-            tracing::info!(service = %service, "OAuth: authorized");
-            Ok(())
-        }
-        Err(e) => {
-            respond(hit.stream, "400 Bad Request", FAILURE_PAGE).await;
-            Err(flow(
-                &service,
-                "token exchange",
-                scrub(&describe(&e), Some(&hit.code), &state),
-            ))
-        }
+    let outcome = exchange(&manager, &service, &hit.code, &state, hit.issuer.as_deref()).await;
+    match &outcome {
+        Ok(()) => respond(hit.stream, "200 OK", SUCCESS_PAGE).await,
+        Err(_) => respond(hit.stream, "400 Bad Request", FAILURE_PAGE).await,
     }
+    outcome
 }
 
 /// A valid access token for `service` at `url` without user interaction: the stored one

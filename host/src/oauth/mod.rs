@@ -15,6 +15,9 @@
 //!   service (RFC 8693), kept in memory only;
 //! - [`identity_assertion_token`]: enterprise-managed authorization (SEP-990), an ID
 //!   token exchanged for an identity assertion, and that for an access token;
+//! - [`Authorizations`]: the flows a call starts for an agent that must authorize a
+//!   service itself, finished by a browser coming back to the gateway (or a loopback
+//!   listener);
 //! - [`logout`] and [`is_authorized`].
 //!
 //! Tokens for service `NAME` live in the secret store under `oauth:NAME`, as one JSON
@@ -38,6 +41,7 @@ mod flow;
 mod form;
 mod legacy;
 mod machine;
+mod pending;
 mod store;
 
 use rmcp::transport::auth::AuthError;
@@ -48,6 +52,7 @@ pub use assertion::identity_assertion_token;
 pub use exchange::exchanged_token;
 pub use flow::{access_token, authorize, authorize_with_challenge, refresh_access_token};
 pub use machine::{client_credentials_token, sign_assertion};
+pub use pending::{Authorizations, FLOW_TTL, Redirect, Started};
 pub use store::{is_authorized, logout};
 
 /// A token expiring within this many seconds is refreshed before use.

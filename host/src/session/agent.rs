@@ -28,6 +28,9 @@ pub struct AgentCapabilities {
     pub sampling: bool,
     /// It answers `elicitation/create`.
     pub elicitation: bool,
+    /// It answers URL-mode `elicitation/create` (it declared `elicitation.url`): it
+    /// shows its user a URL to open, such as a service's sign-in page.
+    pub elicitation_url: bool,
 }
 
 /// The agent's own client, reached by the servers the agent uses.
@@ -106,6 +109,9 @@ impl AgentClient for PerCallAskers {
         AgentCapabilities {
             sampling: true,
             elicitation: true,
+            // Its URL questions would name no call: the host asks through each call's
+            // own asker instead.
+            elicitation_url: false,
         }
     }
 

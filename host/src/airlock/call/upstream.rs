@@ -49,7 +49,15 @@ impl Upstream {
         // the rates' tokens. A refused call never reaches the server.
         let _permit = service.guard.admit(&options.agent)?;
         let live = trace
-            .timed("session", self.services.open(&options.agent, &tool.service))
+            .timed(
+                "session",
+                self.services.open_for_call(
+                    &options.agent,
+                    &tool.service,
+                    options.asker.as_ref(),
+                    options.cancel.as_ref(),
+                ),
+            )
             .await?;
 
         // Progress: count it, pass it to the caller, and publish it as events. Drained

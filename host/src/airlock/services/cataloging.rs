@@ -178,24 +178,35 @@ impl Services {
             })
             .collect();
         for name in waiting.into_iter().filter(|name| may_use(name)) {
-            if !self.caller_may_try(agent, &name) {
-                continue;
+            if self.caller_may_try(agent, &name) {
+                self.name_as_caller(agent, &name).await;
             }
-            let opened = match self.open(agent, &name).await {
-                Ok(live) => live,
-                Err(e) => {
-                    tracing::debug!(service = %name, agent, "cannot list the tools as this agent: {}", e.message);
-                    continue;
-                }
-            };
-            if self.name_listed(agent, &name, Ok(opened)).await
-                && let Some(service) = self.get(&name)
-            {
-                service.health().untested = None;
-                self.emit_service_changed(&name);
-                // Agents already listing learn of the new tools.
-                self.emit_tools_changed(&name);
+        }
+    }
+
+    /// Names the tools of `name`, a service that acts as the calling user, through
+    /// `agent`'s own session, if it has none named yet and `agent` can open one; agents
+    /// already listing learn of the new tools.
+    pub(crate) async fn name_as_caller(&self, agent: &str, name: &str) {
+        let awaits = self
+            .get(name)
+            .is_some_and(|service| service.health().untested.as_deref() == Some(AWAITS_A_USER));
+        if !awaits {
+            return;
+        }
+        let opened = match self.open(agent, name).await {
+            Ok(live) => live,
+            Err(e) => {
+                tracing::debug!(service = %name, agent, "cannot list the tools as this agent: {}", e.message);
+                return;
             }
+        };
+        if self.name_listed(agent, name, Ok(opened)).await
+            && let Some(service) = self.get(name)
+        {
+            service.health().untested = None;
+            self.emit_service_changed(name);
+            self.emit_tools_changed(name);
         }
     }
 

@@ -8,6 +8,8 @@
 //!
 //! It knows nothing of access: callers check it first ([`super::access::Access`]).
 
+#[cfg(feature = "http")]
+mod authorize;
 mod cataloging;
 mod egress;
 mod inventory;
@@ -54,6 +56,10 @@ pub struct Services {
     /// When each agent last tried to list a service that acts as the caller
     /// ([`Services::catalog_for_caller`]), so a failing one is not tried on every listing.
     caller_tries: std::sync::Mutex<std::collections::HashMap<(String, String), std::time::Instant>>,
+    /// The authorizations calls started for agents that must authorize a service
+    /// themselves ([`Services::authorizations`]).
+    #[cfg(feature = "http")]
+    authorizations: Arc<crate::oauth::Authorizations>,
 }
 
 /// What a [`Services`] is made of (see [`Services::new`]).
@@ -101,6 +107,8 @@ impl Services {
             reconciling: Default::default(),
             pauses: RwLock::new(pauses),
             caller_tries: Default::default(),
+            #[cfg(feature = "http")]
+            authorizations: Default::default(),
         }
     }
 

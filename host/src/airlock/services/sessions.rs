@@ -19,6 +19,25 @@ use crate::session::{
     connect,
 };
 
+/// Why a session could not be opened.
+#[derive(Debug)]
+pub(crate) enum Refusal {
+    /// The service refused this agent only: it must authorize the service itself
+    /// (`per_agent = true`) and has not, or the server refused its tokens.
+    ThisAgent(CallError),
+    /// Anything else.
+    Failed(CallError),
+}
+
+impl Refusal {
+    /// The error the caller gets.
+    pub(crate) fn into_error(self) -> CallError {
+        match self {
+            Refusal::ThisAgent(e) | Refusal::Failed(e) => e,
+        }
+    }
+}
+
 impl Services {
     /// `agent`'s live session with `service`, opening one if needed.
     pub(crate) async fn open(
@@ -26,20 +45,46 @@ impl Services {
         agent: &str,
         service_name: &str,
     ) -> Result<Arc<LiveSession>, CallError> {
+        self.open_reporting(agent, service_name)
+            .await
+            .map_err(Refusal::into_error)
+    }
+
+    /// `agent`'s live session with `service` for a call (without OAuth, nothing to sign
+    /// in to: [`Services::open`]).
+    #[cfg(not(feature = "http"))]
+    pub(crate) async fn open_for_call(
+        &self,
+        agent: &str,
+        service_name: &str,
+        _asker: Option<&Arc<dyn AgentClient>>,
+        _cancel: Option<&tokio_util::sync::CancellationToken>,
+    ) -> Result<Arc<LiveSession>, CallError> {
+        self.open(agent, service_name).await
+    }
+
+    /// [`Services::open`], telling apart a service that refused this agent only (it has
+    /// not authorized a service it must authorize itself).
+    pub(crate) async fn open_reporting(
+        &self,
+        agent: &str,
+        service_name: &str,
+    ) -> Result<Arc<LiveSession>, Refusal> {
         let unavailable = |m: String| CallError::new(ErrorCode::ServiceUnavailable, m);
         let service = self
             .get(service_name)
-            .ok_or_else(|| unavailable(format!("no service named \"{service_name}\"")))?;
+            .ok_or_else(|| unavailable(format!("no service named \"{service_name}\"")))
+            .map_err(Refusal::Failed)?;
         if !service.enabled() {
-            return Err(unavailable(format!(
+            return Err(Refusal::Failed(unavailable(format!(
                 "service \"{service_name}\" is disabled"
-            )));
+            ))));
         }
         let Some(pipeline) = service.usable_pipeline() else {
             let reason = service.health().failed.clone().unwrap_or_default();
-            return Err(unavailable(format!(
+            return Err(Refusal::Failed(unavailable(format!(
                 "service \"{service_name}\" is unavailable: {reason}"
-            )));
+            ))));
         };
         if let Some(live) = self.pool.live(agent, service_name).await
             && !live.session.is_closed()
@@ -47,7 +92,7 @@ impl Services {
             return Ok(live);
         }
         // A service that keeps failing to connect is left alone for a cooldown.
-        let attempt = service.guard.connect()?;
+        let attempt = service.guard.connect().map_err(Refusal::Failed)?;
         // A service reached as each calling user refuses one agent (no token of its own)
         // without failing for the others: such a refusal neither trips the breaker nor
         // marks the service failed.
@@ -132,18 +177,19 @@ impl Services {
                 Ok(live)
             }
             Err(AcquireError::Limit(max)) => {
-                return Err(CallError::new(
+                return Err(Refusal::Failed(CallError::new(
                     ErrorCode::ServiceSessionLimit,
                     AcquireError::<String>::Limit(max).to_string(),
-                ));
+                )));
             }
             Err(AcquireError::Open(reason))
                 if refused_this_agent.load(std::sync::atomic::Ordering::Relaxed) =>
             {
                 drop(attempt);
-                Err(unavailable(format!(
+                self.emit_service_changed(service_name);
+                return Err(Refusal::ThisAgent(unavailable(format!(
                     "cannot connect to service \"{service_name}\": {reason}"
-                )))
+                ))));
             }
             Err(AcquireError::Open(reason)) => {
                 attempt.failed();
@@ -154,7 +200,7 @@ impl Services {
             }
         };
         self.emit_service_changed(service_name);
-        outcome
+        outcome.map_err(Refusal::Failed)
     }
 
     /// Closes `agent`'s session with `service`, keeping everything else; the next call
@@ -240,7 +286,10 @@ impl Services {
         let wanted = client.capabilities();
         self.agents.set_client(agent, Some(client));
         for (service, live) in self.pool.sessions_of(agent).await {
-            if live.session.agent_capabilities() != wanted {
+            // What the handshake declared (URL questions are the host's own, to the
+            // agent: they do not change what servers were told).
+            let declared = live.session.agent_capabilities();
+            if (declared.sampling, declared.elicitation) != (wanted.sampling, wanted.elicitation) {
                 drop(live);
                 self.disconnect(agent, &service).await;
             }

@@ -106,6 +106,25 @@ async fn whose<H: ClientHandler>(session: &RunningService<RoleClient, H>) -> Str
     }
 }
 
+/// Waits (up to 20 s) until `session` lists the service's tools: they are named once a
+/// browser has come back.
+async fn tools_named<H: ClientHandler>(session: &RunningService<RoleClient, H>) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !session
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .any(|t| t.name == "mcp__secure__client")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the tools were never named"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 /// The first `http://…` link in `text`.
 fn link_in(text: &str) -> String {
     let start = text.find("http://").expect("a link in the error");
@@ -162,20 +181,7 @@ async fn agents_sign_in_to_a_per_agent_service_through_the_gateway() {
         page.starts_with("200 ") && page.contains("signed in"),
         "{page}"
     );
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !on_alice
-        .list_all_tools()
-        .await
-        .unwrap()
-        .iter()
-        .any(|t| t.name == "mcp__secure__client")
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the tools were never named"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    tools_named(&on_alice).await;
     let alices_client = whose(&on_alice).await;
     assert!(alices_client.starts_with("client: "), "{alices_client}");
     let status = text_of(
@@ -308,20 +314,7 @@ async fn over_stdio_the_sign_in_comes_back_to_a_loopback_listener() {
     );
     let page = open(&link).await;
     assert!(page.starts_with("200 "), "{page}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .iter()
-        .any(|t| t.name == "mcp__secure__client")
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the tools were never named"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    tools_named(&client).await;
     let whose = whose(&client).await;
     assert!(whose.starts_with("client: "), "{whose}");
     client.cancel().await.unwrap();

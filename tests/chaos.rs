@@ -78,6 +78,7 @@ fn the_registry_bounds_an_outage_recalls_what_it_confirmed_and_comes_back() {
                 timeout,
                 outage_grace: Duration::from_secs(60),
             },
+            token_key: None,
         },
     )
     .unwrap();

@@ -269,6 +269,7 @@ fn grant_answers_kept_in_memory_follow_every_hosts_changes() {
             url: url.clone(),
             schema: tag.clone(),
             bounds: Default::default(),
+            token_key: None,
         };
         Registry::open_at(dir.path(), &location).unwrap()
     };
@@ -420,6 +421,7 @@ fn the_registry_answers_the_same_on_postgresql_and_sqlite() {
                 url,
                 schema: storage_tag(),
                 bounds: Default::default(),
+                token_key: None,
             },
         )
         .unwrap(),

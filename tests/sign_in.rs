@@ -320,3 +320,124 @@ async fn over_stdio_the_sign_in_comes_back_to_a_loopback_listener() {
     client.cancel().await.unwrap();
     drop(child);
 }
+
+/// Two replicas sharing a PostgreSQL registry with a `token_key`: an agent's sign-in
+/// started through one may come back to the other (here every browser is sent to
+/// replica B), and its tokens then serve it through either. The registry holds them
+/// sealed only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sign_in_started_on_one_replica_may_finish_on_another() {
+    let server = start_oauth_server(3600, &[]);
+    let (postgres, _, _) = support::storage_services();
+    let tag = support::storage_tag();
+    let key = "5e".repeat(32);
+    let config = format!(
+        "[mcp_servers.secure]\ntype = \"http\"\nurl = {}\nauth = {{ type = \"oauth\", per_agent = true }}\n",
+        toml_str(&server.url)
+    );
+    let registry = format!(
+        "[registry]\nurl = {}\nschema = {}\ntoken_key = \"${{AIRLOCK_TEST_TOKEN_KEY}}\"\n",
+        toml_str(&postgres),
+        toml_str(&tag)
+    );
+    let envs = [("AIRLOCK_TEST_TOKEN_KEY", key.as_str())];
+    let (ws_a, ws_b) = (
+        Workspace::with_storage(&config, &registry),
+        Workspace::with_storage(&config, &registry),
+    );
+    let token = |agent: &str| {
+        let (made, out) = ws_a.json(&["--agent", agent, "serve", "tokens", "add"], &envs);
+        assert!(out.status.success(), "{made}");
+        made["token"].as_str().unwrap().to_string()
+    };
+    let (alice, bob) = (token("alice"), token("bob"));
+    let port_b = support::free_port();
+    let b_url = format!("http://127.0.0.1:{port_b}");
+    let a = HttpGateway::start_with_env(&ws_a, &["--require-token", "--public-url", &b_url], &envs);
+    let b = HttpGateway::start_on(
+        &ws_b,
+        &format!("127.0.0.1:{port_b}"),
+        &["--require-token"],
+        &envs,
+    );
+    let transport = |gateway: &HttpGateway, token: &str| {
+        StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(gateway.url.clone())
+                .auth_header(token.to_string()),
+        )
+    };
+
+    // Alice asks replica A; her browser comes back to replica B, which finishes the
+    // flow A started; A names the tools through her session.
+    let alice_on_a = ().serve(transport(&a, &alice)).await.unwrap();
+    let status = text_of(
+        &alice_on_a
+            .call_tool(call("airlock_status", serde_json::json!({})))
+            .await
+            .unwrap(),
+    );
+    let link = link_in(&status);
+    assert!(
+        link.contains(&format!("127.0.0.1%3A{port_b}%2Foauth%2Fcallback")),
+        "{link}"
+    );
+    let page = open(&link).await;
+    assert!(
+        page.starts_with("200 ") && page.contains("signed in"),
+        "{page}"
+    );
+    tools_named(&alice_on_a).await;
+    let alices_client = whose(&alice_on_a).await;
+    assert!(alices_client.starts_with("client: "), "{alices_client}");
+    // Her tokens serve her through B too.
+    let alice_on_b = ().serve(transport(&b, &alice)).await.unwrap();
+    tools_named(&alice_on_b).await;
+    assert_eq!(whose(&alice_on_b).await, alices_client);
+
+    // Bob's call through A asks him; his browser comes back to B, and the call waiting
+    // on A goes on.
+    let browsing = Browsing::new(true);
+    let bob_on_a = browsing.clone().serve(transport(&a, &bob)).await.unwrap();
+    let bobs_client = whose(&bob_on_a).await;
+    assert!(bobs_client.starts_with("client: "), "{bobs_client}");
+    assert_ne!(bobs_client, alices_client);
+    assert_eq!(browsing.asked.lock().unwrap().len(), 1);
+
+    // The registry holds both agents' tokens, sealed: no token, client or URL in it.
+    let schema = tag.clone();
+    let rows = std::thread::spawn(move || {
+        support::with_postgres(&postgres, async |db| {
+            db.query(
+                &format!("SELECT name, sealed FROM \"{schema}\".shared_secrets ORDER BY name"),
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| (row.get::<_, String>(0), row.get::<_, String>(1)))
+            .collect::<Vec<_>>()
+        })
+    })
+    .join()
+    .unwrap();
+    let names: Vec<&str> = rows.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(
+        names
+            .iter()
+            .filter(|n| n.starts_with("oauth:secure.agent-"))
+            .count(),
+        2,
+        "{names:?}"
+    );
+    for (name, sealed) in &rows {
+        assert!(
+            sealed.starts_with("v1.") && !sealed.contains("client-") && !sealed.contains("http"),
+            "{name}: {sealed}"
+        );
+    }
+    for session in [alice_on_a, alice_on_b] {
+        session.cancel().await.unwrap();
+    }
+    bob_on_a.cancel().await.unwrap();
+    drop((a, b));
+}

@@ -84,6 +84,7 @@ fn storage(c: &mut Criterion) {
             url: postgres,
             schema: tag,
             bounds: Default::default(),
+            token_key: None,
         },
     )
     .unwrap();

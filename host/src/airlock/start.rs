@@ -216,6 +216,10 @@ impl Airlock {
             options.result_limits,
         )
         .await?;
+        // What replicas share (agents' own tokens, sign-ins under way) lives in a shared
+        // registry, sealed, when the config gives the key.
+        let secret_store =
+            crate::servers::shared::sharing(secret_store, &config.storage.registry, &registry);
         let runtime = match &options.plugin_cache {
             None => PluginRuntime::new(config.sandbox, Some(&data))?,
             Some(path) => {

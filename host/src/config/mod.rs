@@ -33,7 +33,8 @@ pub use limits::{CallLimits, LimitsTable, Rate};
 pub use serve_auth::{Introspection, ServeAuth, load_serve_auth};
 pub use source::{Scope, Source, UnknownScope};
 pub use storage::{
-    DEFAULT_REGISTRY_SCHEMA, RegistryBounds, RegistryLocation, ResultsLocation, S3Location, Storage,
+    DEFAULT_REGISTRY_SCHEMA, RegistryBounds, RegistryLocation, ResultsLocation, S3Location,
+    Storage, TokenKey,
 };
 pub use telemetry::load_telemetry;
 pub use transport::{MaskedDebug, TaggedValue, Transport, TransportConfig};

@@ -7,6 +7,9 @@
 //! timeout_secs = 5              # optional: one statement's bound, connecting included
 //! outage_grace_secs = 300       # optional: how long a verified token or grant outlives
 //!                               # an outage (0: not at all)
+//! token_key = "${AIRLOCK_TOKEN_KEY}"  # optional: 32 bytes (64 hex digits or base64)
+//!                               # sealing each agent's own upstream tokens, which then
+//!                               # live in the registry and work through every replica
 //!
 //! [results]
 //! store = "s3://airlock-results/team-a"
@@ -49,8 +52,11 @@ impl Storage {
     /// key), to keep out of every message and log line.
     pub fn known_secrets(&self) -> KnownSecrets {
         let mut found: Vec<(String, String)> = Vec::new();
-        if let RegistryLocation::Postgres { url, .. } = &self.registry {
+        if let RegistryLocation::Postgres { url, token_key, .. } = &self.registry {
             found.extend(url_credentials(url));
+            if let Some(key) = token_key {
+                found.push(("registry.token_key".into(), key.text.clone()));
+            }
         }
         if let ResultsLocation::S3(s3) = &self.results
             && let Some(key) = &s3.secret_access_key
@@ -84,7 +90,54 @@ pub enum RegistryLocation {
         schema: String,
         /// How long a statement may take and what an outage leaves working.
         bounds: RegistryBounds,
+        /// The key sealing what replicas share there (`token_key`): each agent's own
+        /// upstream tokens, and sign-ins under way. Without it those stay in each
+        /// host's own secret store.
+        token_key: Option<TokenKey>,
     },
+}
+
+/// A 32-byte key every replica is given (`[registry] token_key`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct TokenKey {
+    /// The key.
+    pub bytes: [u8; 32],
+    /// As written (kept out of every message and log).
+    text: String,
+}
+
+impl std::fmt::Debug for TokenKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TokenKey(<secret>)")
+    }
+}
+
+impl TokenKey {
+    /// Reads 32 bytes written as 64 hex digits or base64; the error never repeats the
+    /// value.
+    pub fn parse(text: &str) -> Result<TokenKey, String> {
+        use base64::Engine;
+        let trimmed = text.trim();
+        let decoded = if trimmed.len() == 64 && trimmed.chars().all(|c| c.is_ascii_hexdigit()) {
+            hex::decode(trimmed).ok()
+        } else {
+            let unpadded = trimmed.trim_end_matches('=');
+            base64::engine::general_purpose::STANDARD_NO_PAD
+                .decode(unpadded)
+                .or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(unpadded))
+                .ok()
+        };
+        match decoded.and_then(|bytes| <[u8; 32]>::try_from(bytes).ok()) {
+            Some(bytes) => Ok(TokenKey {
+                bytes,
+                text: trimmed.to_string(),
+            }),
+            None => Err(format!(
+                "\"registry.token_key\" must be 32 bytes written as 64 hex digits or base64 (make one with `openssl rand -hex 32`); the value given ({} characters) is not",
+                trimmed.chars().count()
+            )),
+        }
+    }
 }
 
 /// How a shared registry is waited for, and what keeps working while it cannot be
@@ -116,11 +169,13 @@ impl std::fmt::Debug for RegistryLocation {
                 url,
                 schema,
                 bounds,
+                token_key,
             } => f
                 .debug_struct("Postgres")
                 .field("url", &masked_url(url))
                 .field("schema", schema)
                 .field("bounds", bounds)
+                .field("token_key", token_key)
                 .finish(),
         }
     }
@@ -194,6 +249,7 @@ pub(super) fn parse_registry(
     let mut url = None;
     let mut schema = DEFAULT_REGISTRY_SCHEMA.to_string();
     let mut bounds = RegistryBounds::default();
+    let mut token_key = None;
     for (key, v) in table {
         match key.as_str() {
             "url" => url = Some(string("registry", key, v, env)?),
@@ -202,15 +258,21 @@ pub(super) fn parse_registry(
             "outage_grace_secs" => {
                 bounds.outage_grace = seconds("registry", key, v, 0.0..=86_400.0)?
             }
+            "token_key" => {
+                token_key = Some(TokenKey::parse(&string("registry", key, v, env)?)?);
+            }
             other => {
                 return Err(format!(
-                    "unknown key \"registry.{other}\" (expected url, schema, timeout_secs, outage_grace_secs)"
+                    "unknown key \"registry.{other}\" (expected url, schema, timeout_secs, outage_grace_secs, token_key)"
                 ).into());
             }
         }
     }
     let url = url.ok_or("\"registry.url\" is missing (postgres://user:password@host/db)")?;
     if url == "sqlite" || url == "local" {
+        if token_key.is_some() {
+            return Err("\"registry.token_key\" seals what replicas share through a PostgreSQL registry; a local registry keeps each agent's tokens in this host's secret store (remove token_key)".into());
+        }
         return Ok(RegistryLocation::Local);
     }
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
@@ -224,6 +286,7 @@ pub(super) fn parse_registry(
         url,
         schema,
         bounds,
+        token_key,
     })
 }
 
@@ -359,6 +422,46 @@ mod tests {
 
     fn registry(table: Value) -> Result<RegistryLocation, SettingError> {
         parse_registry(&table, &|_| None)
+    }
+
+    #[test]
+    fn the_token_key_is_32_bytes_and_never_repeated_in_its_error() {
+        let url = "postgres://u:p@127.0.0.1:5432/db";
+        let hex_key = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+        let RegistryLocation::Postgres { token_key, .. } =
+            registry(json!({"url": url, "token_key": hex_key})).unwrap()
+        else {
+            panic!("a postgres URL is PostgreSQL")
+        };
+        assert_eq!(token_key.unwrap().bytes[1], 0x11);
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD.encode([9u8; 32]);
+        let RegistryLocation::Postgres { token_key, .. } =
+            registry(json!({"url": url, "token_key": b64})).unwrap()
+        else {
+            panic!("a postgres URL is PostgreSQL")
+        };
+        assert_eq!(token_key.unwrap().bytes, [9u8; 32]);
+        let short = registry(json!({"url": url, "token_key": "hunter2-but-longer"}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            short.contains("must be 32 bytes") && !short.contains("hunter2"),
+            "{short}"
+        );
+        let local = registry(json!({"url": "local", "token_key": hex_key}))
+            .unwrap_err()
+            .to_string();
+        assert!(local.contains("PostgreSQL registry"), "{local}");
+        let storage = Storage {
+            registry: registry(json!({"url": url, "token_key": hex_key})).unwrap(),
+            results: ResultsLocation::default(),
+        };
+        let scrubbed = storage.known_secrets().scrub_owned(hex_key);
+        assert!(
+            !scrubbed.contains(hex_key) && scrubbed.contains("registry.token_key"),
+            "{scrubbed}"
+        );
     }
 
     #[test]

@@ -67,7 +67,7 @@ pub async fn authorize_with_challenge(
         .port();
     let redirect_uri = format!("http://127.0.0.1:{port}{CALLBACK_PATH}");
 
-    let (manager, auth_url, state) =
+    let (manager, auth_url, state, _) =
         prepare(store, service, url, challenge, configured, &redirect_uri).await?;
 
     // The callback is served by its own task, from before the browser is opened: an
@@ -118,7 +118,9 @@ pub async fn authorize_with_challenge(
 /// The start of an authorization-code flow whose browser returns to `redirect_uri`:
 /// discovery (seeded with `challenge`), the client (configured, metadata document or
 /// registered), the token record over `store` under `service`, and the PKCE
-/// authorization URL. Returns the manager that finishes the flow, the URL and its state.
+/// authorization URL (its PKCE state kept in the shared store when `store` shares
+/// sign-ins between replicas). Returns the manager that finishes the flow, the URL,
+/// its state and the client.
 pub(super) async fn prepare(
     store: &SecretStore,
     service: &str,
@@ -126,7 +128,7 @@ pub(super) async fn prepare(
     challenge: Option<&str>,
     configured: &OAuthClient,
     redirect_uri: &str,
-) -> Result<(AuthorizationManager, String, String), OAuthError> {
+) -> Result<(AuthorizationManager, String, String, ClientRegistration), OAuthError> {
     let (mut manager, metadata) = discover(service, url, challenge).await?;
     let cimd_supported = metadata
         .additional_fields
@@ -144,7 +146,12 @@ pub(super) async fn prepare(
         &scope_refs,
     )
     .await?;
-    manager.set_credential_store(StoreAdapter::new(store, service, url, client));
+    manager.set_credential_store(StoreAdapter::new(store, service, url, client.clone()));
+    if super::shared_flow::shares_flows(store) {
+        manager.set_state_store(super::shared_flow::SharedStateStore {
+            store: store.clone(),
+        });
+    }
 
     let auth_url = manager
         .get_authorization_url(&scope_refs)
@@ -157,7 +164,7 @@ pub(super) async fn prepare(
             "the authorization URL carries no state",
         )
     })?;
-    Ok((manager, auth_url, state))
+    Ok((manager, auth_url, state, client))
 }
 
 /// Exchanges the browser's `code` (and RFC 9207 `issuer`) through `manager`, which
@@ -450,6 +457,16 @@ async fn token(
                 )
             }),
         Err(AuthError::AuthorizationRequired | AuthError::TokenRefreshRejected(_)) => {
+            // Another host sharing these tokens (a replica) may have spent a rotating
+            // refresh token first: then its refreshed tokens are stored.
+            if let Some(token) =
+                super::store::stored_fresh_token(store, service, url, &record.client.client_id)
+                    .await?
+                    .filter(|token| *token != tokens.access_token)
+            {
+                tracing::info!(service = %service, "OAuth: another host refreshed the token first");
+                return Ok(token);
+            }
             Err(not_authorized(
                 service,
                 "the authorization server refused the refresh token",

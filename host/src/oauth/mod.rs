@@ -42,6 +42,7 @@ mod form;
 mod legacy;
 mod machine;
 mod pending;
+mod shared_flow;
 mod store;
 
 use rmcp::transport::auth::AuthError;

@@ -10,6 +10,11 @@
 //! [`FLOW_TTL`]; an agent that calls again while its flow is open gets the same URL, so
 //! a retrying client does not register a client per retry. Nothing here logs the URL,
 //! the state or the code.
+//!
+//! Between replicas (the secret store shares sign-ins: `[registry] token_key`), what
+//! finishing a flow takes is also kept, sealed, in the shared store
+//! (`shared_flow.rs`): the browser may come back to any replica, which finishes the flow
+//! there, and the replica whose call waits sees it finished.
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
@@ -24,6 +29,7 @@ use crate::secrets::SecretStore;
 
 use super::callback::{FAILURE_PAGE, SUCCESS_PAGE, respond, wait_for_callback};
 use super::flow::{exchange, prepare};
+use super::shared_flow::{self, FlowRecord};
 use super::{CALLBACK_PATH, OAuthError, flow, scrub};
 
 /// How long a started authorization waits for its browser.
@@ -54,10 +60,12 @@ struct Flow {
     done: watch::Sender<Outcome>,
     /// The loopback listener's task, stopped when the flow expires.
     listener: Option<tokio::task::AbortHandle>,
+    /// The shared store and state, when another replica may finish the flow.
+    shared: Option<(SecretStore, String)>,
 }
 
 /// An authorization under way, as its caller sees it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Started {
     /// The URL the user opens (the authorization server's, with the PKCE challenge and
     /// the state).
@@ -67,15 +75,45 @@ pub struct Started {
     /// Whether the flow was open already (another call, or an earlier one, started it).
     pub joined: bool,
     done: watch::Receiver<Outcome>,
+    /// The shared store and state, when another replica may finish the flow.
+    shared: Option<(SecretStore, String)>,
 }
+
+impl std::fmt::Debug for Started {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Started")
+            .field("id", &self.id)
+            .field("joined", &self.joined)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How often a waiting call looks whether another replica finished its flow.
+const SHARED_POLL: Duration = Duration::from_millis(500);
 
 impl Started {
     /// Waits until the browser has come back and the tokens are stored, or the flow
     /// failed (why, in words carrying no code, state or token), or expired.
     pub async fn finished(&mut self) -> Result<(), String> {
-        let outcome = tokio::time::timeout(FLOW_TTL, self.done.wait_for(Option::is_some)).await;
+        let shared = self.shared.clone();
+        let elsewhere = async move {
+            let Some((store, state)) = shared else {
+                return std::future::pending().await;
+            };
+            while shared_flow::pending(&store, &state).await {
+                tokio::time::sleep(SHARED_POLL).await;
+            }
+        };
+        let here = self.done.wait_for(Option::is_some);
+        let outcome = tokio::time::timeout(FLOW_TTL, async {
+            tokio::select! {
+                done = here => done.map(|done| (*done).clone().unwrap_or(Ok(()))),
+                () = elsewhere => Ok(Ok(())),
+            }
+        })
+        .await;
         match outcome {
-            Ok(Ok(done)) => (*done).clone().unwrap_or(Ok(())),
+            Ok(Ok(done)) => done,
             Ok(Err(_)) => Err("the authorization was abandoned".into()),
             Err(_) => Err(format!(
                 "no browser came back within {} minutes",
@@ -90,6 +128,8 @@ impl Started {
 pub struct Authorizations {
     redirect: RwLock<Option<Redirect>>,
     flows: Mutex<HashMap<String, Flow>>,
+    /// Where a flow another replica started is found (a store that shares sign-ins).
+    store: Option<SecretStore>,
 }
 
 impl std::fmt::Debug for Authorizations {
@@ -101,6 +141,15 @@ impl std::fmt::Debug for Authorizations {
 }
 
 impl Authorizations {
+    /// Authorizations whose tokens go to `store`; a browser coming back for a flow
+    /// another replica started is finished here when `store` shares sign-ins.
+    pub fn new(store: SecretStore) -> Self {
+        Authorizations {
+            store: Some(store),
+            ..Default::default()
+        }
+    }
+
     /// Sends browsers back to `redirect` from now on; `None` starts no authorization
     /// (an agent without one is told the command to run instead).
     pub fn redirect_to(&self, redirect: Option<Redirect>) {
@@ -129,7 +178,13 @@ impl Authorizations {
             return Ok(None);
         };
         if let Some(open) = self.open_flow(holder) {
-            return Ok(Some(open));
+            // Another replica may have finished it meanwhile: then start anew.
+            match &open.shared {
+                Some((store, state)) if !shared_flow::pending(store, state).await => {
+                    self.settle(state, Ok(()));
+                }
+                _ => return Ok(Some(open)),
+            }
         }
         let (redirect_uri, listener) = match &redirect {
             Redirect::At(uri) => (uri.clone(), None),
@@ -147,8 +202,12 @@ impl Authorizations {
                 )
             }
         };
-        let (manager, auth_url, state) =
+        let (manager, auth_url, state, registration) =
             prepare(store, holder, url, None, client, &redirect_uri).await?;
+        let shared = shared_flow::shares_flows(store).then(|| (store.clone(), state.clone()));
+        if shared.is_some() {
+            shared_flow::save(store, &state, &FlowRecord::new(holder, url, registration)).await?;
+        }
         let (done, watching) = watch::channel(None);
         let id = uuid::Uuid::new_v4().to_string();
         let listening = listener.map(|listener| {
@@ -181,6 +240,7 @@ impl Authorizations {
             id: id.clone(),
             joined: false,
             done: watching,
+            shared: shared.clone(),
         };
         let mut flows = self.flows.lock().unwrap_or_else(|e| e.into_inner());
         flows.insert(
@@ -193,6 +253,7 @@ impl Authorizations {
                 manager: Some(manager),
                 done,
                 listener: listening,
+                shared,
             },
         );
         tracing::info!(service = %holder, "OAuth: authorization started for a call; waiting for the browser");
@@ -217,6 +278,7 @@ impl Authorizations {
                 id: flow.id.clone(),
                 joined: true,
                 done: flow.done.subscribe(),
+                shared: flow.shared.clone(),
             })
     }
 
@@ -229,7 +291,40 @@ impl Authorizations {
         code: &str,
         issuer: Option<&str>,
     ) -> Result<String, OAuthError> {
-        let (holder, manager) = self.take(state)?;
+        let shares = self
+            .store
+            .as_ref()
+            .filter(|store| shared_flow::shares_flows(store));
+        let (holder, manager) = match (self.take(state), shares) {
+            (Ok(local), None) => local,
+            // Between replicas, taking the shared record decides who finishes.
+            (Ok(local), Some(store)) => match shared_flow::take(store, state).await {
+                Ok(Some(_)) => local,
+                Ok(None) => {
+                    self.settle(state, Err("another replica finished it".into()));
+                    return Err(unknown_flow());
+                }
+                Err(e) => {
+                    self.settle(state, Err(e.to_string()));
+                    return Err(e);
+                }
+            },
+            (Err(e), None) => return Err(e),
+            (Err(_), Some(store)) => {
+                let record = shared_flow::take(store, state)
+                    .await?
+                    .filter(|record| {
+                        super::store::now_secs().saturating_sub(record.started_at)
+                            < FLOW_TTL.as_secs()
+                    })
+                    .ok_or_else(unknown_flow)?;
+                tracing::info!(service = %record.holder, "OAuth: finishing a sign-in another replica started");
+                let manager = shared_flow::rebuild(store, &record).await?;
+                return exchange(&manager, &record.holder, code, state, issuer)
+                    .await
+                    .map(|()| record.holder);
+            }
+        };
         let outcome = exchange(&manager, &holder, code, state, issuer).await;
         self.settle(
             state,
@@ -249,14 +344,7 @@ impl Authorizations {
     /// Takes the flow's manager, leaving the flow to carry its outcome.
     fn take(&self, state: &str) -> Result<(String, AuthorizationManager), OAuthError> {
         let mut flows = self.flows.lock().unwrap_or_else(|e| e.into_inner());
-        let unknown = || OAuthError::Flow {
-            service: "(unknown)".into(),
-            step: "browser callback",
-            message: format!(
-                "no authorization waits for this callback (it was finished already, or it expired after {} minutes): call the tool again for a new link",
-                FLOW_TTL.as_secs() / 60
-            ),
-        };
+        let unknown = unknown_flow;
         let flow = flows.get_mut(state).ok_or_else(unknown)?;
         if flow.started.elapsed() >= FLOW_TTL {
             return Err(unknown());
@@ -275,6 +363,18 @@ impl Authorizations {
         if let Some(flow) = flow {
             flow.done.send_replace(Some(outcome));
         }
+    }
+}
+
+/// The refusal of a callback no flow waits for.
+fn unknown_flow() -> OAuthError {
+    OAuthError::Flow {
+        service: "(unknown)".into(),
+        step: "browser callback",
+        message: format!(
+            "no authorization waits for this callback (it was finished already, or it expired after {} minutes): call the tool again for a new link",
+            FLOW_TTL.as_secs() / 60
+        ),
     }
 }
 

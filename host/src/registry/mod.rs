@@ -30,6 +30,7 @@ mod recall;
 mod results;
 mod rows;
 mod services;
+mod shared_secrets;
 mod tasks;
 mod tokens;
 
@@ -214,6 +215,11 @@ const MIGRATIONS: &[&str] = &[
         flash_failed INTEGER,
         flash_text  TEXT
     );",
+    "CREATE TABLE shared_secrets (
+        name       TEXT PRIMARY KEY NOT NULL,
+        sealed     TEXT NOT NULL,
+        updated_ms INTEGER NOT NULL
+    );",
 ];
 
 /// A registry error.
@@ -300,6 +306,7 @@ impl Registry {
                 url,
                 schema,
                 bounds,
+                ..
             } => {
                 let memo = Arc::new(grant_memo::GrantMemo::default());
                 Ok(Registry {

@@ -157,4 +157,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
             PERFORM pg_notify('airlock_changes', TG_TABLE_SCHEMA || ' ' || TG_ARGV[0]);
             RETURN NULL;
         END $$;",
+    "CREATE TABLE shared_secrets (
+        name       TEXT PRIMARY KEY NOT NULL,
+        sealed     TEXT NOT NULL,
+        updated_ms BIGINT NOT NULL
+    );",
 ];

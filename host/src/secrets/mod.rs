@@ -8,10 +8,16 @@
 
 mod known;
 mod log;
+#[cfg(feature = "postgres")]
+mod seal;
+mod shared;
 mod store;
 
 pub use known::{KnownSecret, KnownSecrets, MIN_SCRUBBED_LEN};
 pub use log::{ScrubbingWriter, log_secrets, register_log_secrets, scrub_log};
+#[cfg(feature = "postgres")]
+pub use seal::{SealError, Sealer};
+pub use shared::{SharedSecrets, is_shared_key};
 pub use store::{BackendKind, ExclusiveGuard, SecretError, SecretStore, new_reference};
 
 /// Name fragments that mark a variable or header as a credential (case-insensitive).

@@ -43,6 +43,17 @@ pub enum SecretError {
     /// `AIRLOCK_SECRET_STORE` names no backend.
     #[error("AIRLOCK_SECRET_STORE is \"{0}\"; expected \"keyring\" or \"file\"")]
     UnknownBackend(String),
+    /// The store replicas share (the registry) failed, or holds an entry that does not
+    /// open with this host's key.
+    #[error("shared secret store ({store}), entry \"{key}\": {message}")]
+    Shared {
+        /// Where (the registry, never its password).
+        store: String,
+        /// The entry.
+        key: String,
+        /// What failed.
+        message: String,
+    },
     /// A setting names a secret-store entry that is not there.
     #[error(
         "{setting} names the secret-store entry \"{name}\", which is not there; add it with `airlock secrets set {name}`"
@@ -94,6 +105,8 @@ pub struct SecretStore {
     backend: Arc<Backend>,
     /// Where lock files live (`<data>/secrets`).
     locks: PathBuf,
+    /// Where the entries replicas share live instead (see [`super::shared`]).
+    shared: Option<Arc<dyn super::SharedSecrets>>,
 }
 
 impl std::fmt::Debug for SecretStore {
@@ -169,6 +182,7 @@ impl SecretStore {
                 lock: Mutex::new(()),
             }),
             locks: dir.to_path_buf(),
+            shared: None,
         })
     }
 
@@ -211,6 +225,7 @@ impl SecretStore {
                 service: format!("airlock:{}", &scope[7..19]),
             }),
             locks: data_dir.join(SECRETS_DIR),
+            shared: None,
         }
     }
 
@@ -237,8 +252,28 @@ impl SecretStore {
         }
     }
 
+    /// This store, keeping the entries replicas share ([`super::is_shared_key`]) in
+    /// `shared` instead of this host's backend.
+    pub fn with_shared(mut self, shared: Arc<dyn super::SharedSecrets>) -> SecretStore {
+        self.shared = Some(shared);
+        self
+    }
+
+    /// Whether `key` lives in the store replicas share.
+    pub fn shares(&self, key: &str) -> bool {
+        self.shared.is_some() && super::is_shared_key(key)
+    }
+
+    /// The shared store, when `key` lives there.
+    fn shared_for(&self, key: &str) -> Option<&Arc<dyn super::SharedSecrets>> {
+        self.shared.as_ref().filter(|_| super::is_shared_key(key))
+    }
+
     /// The value stored under `key`, if any.
     pub fn get(&self, key: &str) -> Result<Option<String>, SecretError> {
+        if let Some(shared) = self.shared_for(key) {
+            return shared.get(key);
+        }
         match &*self.backend {
             Backend::Keyring { service } => os_store::get(service, key),
             Backend::File { path, lock } => {
@@ -251,6 +286,9 @@ impl SecretStore {
     /// Stores `value` under `key`, replacing any earlier value. (Callers validate values
     /// a user typed with [`super::validate_secret`]; tokens may be longer.)
     pub fn put(&self, key: &str, value: &str) -> Result<(), SecretError> {
+        if let Some(shared) = self.shared_for(key) {
+            return shared.put(key, value);
+        }
         match &*self.backend {
             Backend::Keyring { service } => os_store::set(service, key, value),
             Backend::File { path, lock } => {
@@ -265,6 +303,9 @@ impl SecretStore {
 
     /// Deletes `key`. Returns whether it existed.
     pub fn delete(&self, key: &str) -> Result<bool, SecretError> {
+        if let Some(shared) = self.shared_for(key) {
+            return shared.delete(key);
+        }
         match &*self.backend {
             Backend::Keyring { service } => os_store::delete(service, key),
             Backend::File { path, lock } => {

@@ -12,6 +12,7 @@ mod auth;
 mod draft;
 mod records;
 mod resolve;
+pub mod shared;
 #[cfg(feature = "http")]
 mod sign_in;
 
@@ -71,7 +72,7 @@ pub fn validate_name(name: &str) -> Result<(), ServersError> {
 
 /// The registry-backed service manager for one project folder.
 pub struct Servers {
-    registry: Registry,
+    registry: std::sync::Arc<Registry>,
     store: SecretStore,
     project: String,
 }
@@ -92,9 +93,10 @@ impl Servers {
     ) -> Result<Servers, ServersError> {
         std::fs::create_dir_all(data_dir)
             .map_err(|e| invalid(format!("data directory \"{}\": {e}", data_dir.display())))?;
+        let registry = std::sync::Arc::new(Registry::open_at(data_dir, location)?);
         Ok(Servers {
-            registry: Registry::open_at(data_dir, location)?,
-            store: SecretStore::open(data_dir)?,
+            store: shared::sharing(SecretStore::open(data_dir)?, location, &registry),
+            registry,
             project: project.display().to_string(),
         })
     }

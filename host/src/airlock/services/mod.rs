@@ -95,6 +95,8 @@ impl Services {
                 (name.clone(), Arc::new(service))
             })
             .collect();
+        #[cfg(feature = "http")]
+        let authorization_store = parts.secret_store.clone();
         Services {
             table: RwLock::new(table),
             pool: SessionPool::new(parts.max_sessions, parts.events.clone()),
@@ -108,7 +110,7 @@ impl Services {
             pauses: RwLock::new(pauses),
             caller_tries: Default::default(),
             #[cfg(feature = "http")]
-            authorizations: Default::default(),
+            authorizations: Arc::new(crate::oauth::Authorizations::new(authorization_store)),
         }
     }
 

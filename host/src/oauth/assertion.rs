@@ -33,8 +33,15 @@ pub async fn identity_assertion_token(
 ) -> Result<String, OAuthError> {
     let lock = service_lock(service);
     let _guard = lock.lock().await;
+    // Tokens obtained with another ID token (another user, or a rotated one) are not
+    // this one's.
+    let subject = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(assertion.id_token.as_bytes()))
+    };
     if !fresh
-        && let Some(token) = stored_fresh_token(store, service, url, &assertion.client_id).await?
+        && let Some(token) =
+            stored_fresh_token(store, service, url, &assertion.client_id, Some(&subject)).await?
     {
         return Ok(token);
     }
@@ -112,6 +119,7 @@ pub async fn identity_assertion_token(
             client_id: assertion.client_id.clone(),
             client_secret: None,
             redirect_uri: String::new(),
+            subject: Some(subject),
         },
     );
     let mut credentials = StoredCredentials::new(

@@ -281,6 +281,7 @@ async fn choose_client(
             client_id,
             client_secret,
             redirect_uri: redirect_uri.to_string(),
+            subject: None,
         });
     }
     if configured.client_metadata_url.is_some() {
@@ -298,6 +299,7 @@ async fn choose_client(
         client_id: registered.client_id.clone(),
         client_secret: registered.client_secret.clone(),
         redirect_uri: redirect_uri.to_string(),
+        subject: None,
     })
 }
 
@@ -459,10 +461,15 @@ async fn token(
         Err(AuthError::AuthorizationRequired | AuthError::TokenRefreshRejected(_)) => {
             // Another host sharing these tokens (a replica) may have spent a rotating
             // refresh token first: then its refreshed tokens are stored.
-            if let Some(token) =
-                super::store::stored_fresh_token(store, service, url, &record.client.client_id)
-                    .await?
-                    .filter(|token| *token != tokens.access_token)
+            if let Some(token) = super::store::stored_fresh_token(
+                store,
+                service,
+                url,
+                &record.client.client_id,
+                record.client.subject.as_deref(),
+            )
+            .await?
+            .filter(|token| *token != tokens.access_token)
             {
                 tracing::info!(service = %service, "OAuth: another host refreshed the token first");
                 return Ok(token);

@@ -39,7 +39,8 @@ pub async fn client_credentials_token(
     let lock = service_lock(service);
     let _guard = lock.lock().await;
     if !fresh
-        && let Some(token) = stored_fresh_token(store, service, url, &client.client_id).await?
+        && let Some(token) =
+            stored_fresh_token(store, service, url, &client.client_id, None).await?
     {
         return Ok(token);
     }
@@ -56,6 +57,7 @@ pub async fn client_credentials_token(
             // record never holds a second copy.
             client_secret: None,
             redirect_uri: String::new(),
+            subject: None,
         },
     );
     tracing::info!(service = %service, "OAuth: requesting a client-credentials token");

@@ -50,6 +50,11 @@ pub(super) struct ClientRegistration {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) client_secret: Option<String>,
     pub(super) redirect_uri: String,
+    /// Whom the tokens act for, when a credential of the user's obtained them (an
+    /// identity assertion: the SHA-256 of the ID token, never the token): tokens
+    /// obtained for another subject are not reused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) subject: Option<String>,
 }
 
 /// The record stored under `oauth:NAME`. Deliberately not `Debug`.
@@ -254,14 +259,16 @@ pub(super) async fn blocking<T: Send + 'static>(
         .map_err(|_| StepFailure::from("the token store task failed"))
 }
 
-/// The access token stored for `service` at `url`, issued to `client_id`, while it does
-/// not need refreshing (see [`super::flow::needs_refresh`]); `None` otherwise. The
-/// store is read on a blocking thread.
+/// The access token stored for `service` at `url`, issued to `client_id` for `subject`
+/// (see [`ClientRegistration::subject`]), while it does not need refreshing (see
+/// [`super::flow::needs_refresh`]); `None` otherwise. The store is read on a blocking
+/// thread.
 pub(super) async fn stored_fresh_token(
     store: &SecretStore,
     service: &str,
     url: &str,
     client_id: &str,
+    subject: Option<&str>,
 ) -> Result<Option<String>, OAuthError> {
     let record = {
         let (store, key) = (store.clone(), service.to_string());
@@ -272,7 +279,10 @@ pub(super) async fn stored_fresh_token(
     let Stored::Found(record) = record else {
         return Ok(None);
     };
-    if record.resource != url || record.client.client_id != client_id {
+    if record.resource != url
+        || record.client.client_id != client_id
+        || record.client.subject.as_deref() != subject
+    {
         return Ok(None);
     }
     let fresh = record

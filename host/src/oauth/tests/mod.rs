@@ -20,6 +20,7 @@ fn adapter(store: &SecretStore, service: &str, url: &str) -> StoreAdapter {
             client_id: "client-1".into(),
             client_secret: Some("client-secret".into()),
             redirect_uri: "http://127.0.0.1:1/callback".into(),
+            subject: None,
         },
     )
 }

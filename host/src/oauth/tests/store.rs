@@ -71,3 +71,49 @@ async fn unreadable_record_needs_authorization() {
         .unwrap_err();
     assert!(matches!(e, OAuthError::NotAuthorized { .. }), "{e}");
 }
+
+/// Tokens obtained for one subject (an identity assertion's ID token) are never handed
+/// out for another: a changed ID token gets its own.
+#[tokio::test]
+async fn stored_tokens_serve_only_the_subject_they_were_obtained_for() {
+    use crate::oauth::store::stored_fresh_token;
+    let dir = tempfile::tempdir().unwrap();
+    let store = SecretStore::open_file(dir.path()).unwrap();
+    let url = "https://mcp.example/mcp";
+    let credentials = StoredCredentials::new(
+        "client-1".into(),
+        Some(token_response(serde_json::json!({
+            "access_token": "at-alice", "token_type": "Bearer", "expires_in": 3600
+        }))),
+        vec![],
+        Some(now_secs()),
+    );
+    StoreAdapter::new(
+        &store,
+        "svc",
+        url,
+        ClientRegistration {
+            client_id: "client-1".into(),
+            client_secret: None,
+            redirect_uri: String::new(),
+            subject: Some("digest-of-alices-id-token".into()),
+        },
+    )
+    .save(credentials)
+    .await
+    .unwrap();
+    let found = |subject: Option<&'static str>| {
+        let store = store.clone();
+        async move {
+            stored_fresh_token(&store, "svc", url, "client-1", subject)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(
+        found(Some("digest-of-alices-id-token")).await.as_deref(),
+        Some("at-alice")
+    );
+    assert_eq!(found(Some("digest-of-bobs-id-token")).await, None);
+    assert_eq!(found(None).await, None);
+}

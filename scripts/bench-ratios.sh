@@ -148,6 +148,10 @@ pair("scale", "a grant check: PostgreSQL (loopback; kept in memory while every h
      "grant_check", "postgres", "sqlite", "≤ 5 µs", lambda x, y, r: x <= 5e3)
 pair("scale", "the first grant check of an agent and service (or the first after a change to grants): PostgreSQL (one round trip) vs SQLite",
      "grant_check", "postgres_first", "sqlite")
+pair("scale", "a gateway token presented by a request: PostgreSQL (kept in memory while every host's changes are heard) vs SQLite",
+     "token_check", "postgres", "sqlite", "≤ 5 µs", lambda x, y, r: x <= 5e3)
+pair("scale", "a gateway token presented by a request: PostgreSQL, asked (one round trip: an unseen token, or the first after a change to tokens) vs kept in memory",
+     "token_check", "postgres_asked", "postgres")
 
 memory = base / "memory" / "figures.json"
 if memory.exists():

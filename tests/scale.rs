@@ -349,6 +349,78 @@ fn grant_answers_kept_in_memory_follow_every_hosts_changes() {
     assert!(!here.is_granted("alice", "other").unwrap());
 }
 
+/// A gateway token seen by one host is kept in memory while it hears every host's
+/// changes, so a request presenting it costs no round trip; removed by another host, it
+/// is refused within milliseconds.
+#[test]
+fn tokens_kept_in_memory_follow_every_hosts_removals() {
+    use airlock_host::config::RegistryLocation;
+    use airlock_host::registry::{Registry, TokenRecord};
+    let (url, _, _) = storage_services();
+    let (dir, tag) = (tempfile::tempdir().unwrap(), storage_tag());
+    let open = || {
+        let location = RegistryLocation::Postgres {
+            url: url.clone(),
+            schema: tag.clone(),
+            bounds: Default::default(),
+            token_key: None,
+        };
+        Registry::open_at(dir.path(), &location).unwrap()
+    };
+    let (here, there) = (open(), open());
+    let token = TokenRecord {
+        id: "tok-1".into(),
+        agent: "alice".into(),
+        fingerprint: "sha256:feed".into(),
+        secret_ref: "secret:none".into(),
+        created_at: 0,
+    };
+    there.insert_token(&token).unwrap();
+    let found = |registry: &Registry| {
+        registry
+            .token_by_fingerprint("sha256:feed")
+            .unwrap()
+            .map(|t| t.agent)
+    };
+    assert_eq!(found(&here).as_deref(), Some("alice"));
+    assert!(
+        held_within(Duration::from_secs(10), || here.hears_changes()).is_some(),
+        "the host listens for changes"
+    );
+    // The insert's own notification may still be on its way: once it has surely
+    // arrived, the answer asked again is kept.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(found(&here).as_deref(), Some("alice"));
+    // Removed behind the hosts' backs (triggers off: no notification), it is still
+    // answered from memory: no round trip is made.
+    support::with_postgres(&url, async |client| {
+        client
+            .batch_execute(&format!(
+                "SET session_replication_role = replica;
+                 DELETE FROM \"{tag}\".gateway_tokens WHERE id = 'tok-1'"
+            ))
+            .await
+            .unwrap()
+    });
+    assert_eq!(found(&here).as_deref(), Some("alice"), "kept in memory");
+    // Put back and removed by another host, as `airlock serve tokens remove` does: heard.
+    support::with_postgres(&url, async |client| {
+        client
+            .batch_execute(&format!(
+                "SET session_replication_role = replica;
+                 INSERT INTO \"{tag}\".gateway_tokens (id, agent, fingerprint, secret_ref)
+                 VALUES ('tok-1', 'alice', 'sha256:feed', 'secret:none')"
+            ))
+            .await
+            .unwrap()
+    });
+    assert!(there.delete_token("tok-1").unwrap().is_some());
+    let removed = held_within(Duration::from_secs(2), || found(&here).is_none())
+        .expect("a removal made by another host is heard");
+    eprintln!("heard another host's token removal after {removed:?}");
+    assert!(removed < Duration::from_millis(500), "{removed:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_namespace_frozen_on_one_replica_is_the_same_on_the_other() {
     let naming = "adapter_config = { naming = { style = \"namespace\" } }\n";

@@ -1,7 +1,9 @@
 //! Storage beyond one machine, each pair in the same run: a retain-and-page round trip
 //! of a 256 KiB result in S3 (moto on loopback) against the data directory, and a grant
 //! check in PostgreSQL (loopback) against SQLite: kept in memory, and the first check of
-//! a pair (a round trip). Needs the services
+//! a pair (a round trip); the same for a gateway token presented by a request (found by
+//! its fingerprint): kept in memory against SQLite, and asked (a round trip) against
+//! kept. Needs the services
 //! `scripts/storage-services.sh` starts (`scripts/bench-ratios.sh --bench storage` starts
 //! and stops them); without them it says so and measures nothing.
 
@@ -117,6 +119,33 @@ fn storage(c: &mut Criterion) {
     group.bench_function("sqlite", |b| {
         b.iter(|| assert!(sqlite.is_granted("agent", "svc").unwrap()))
     });
+    group.finish();
+
+    let token = airlock_host::registry::TokenRecord {
+        id: "bench-token".into(),
+        agent: "agent".into(),
+        fingerprint: "sha256:bench".into(),
+        secret_ref: "secret:none".into(),
+        created_at: 0,
+    };
+    for registry in [&sqlite, &pg] {
+        registry.insert_token(&token).unwrap();
+    }
+    // The insert's own notification forgets what is kept: let it arrive first.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let found = |registry: &Registry| {
+        registry
+            .token_by_fingerprint("sha256:bench")
+            .unwrap()
+            .is_some()
+    };
+    let mut group = c.benchmark_group("token_check");
+    group.bench_function("postgres", |b| b.iter(|| assert!(found(&pg))));
+    // An unknown token is never kept: each is a round trip, as a token was before.
+    group.bench_function("postgres_asked", |b| {
+        b.iter(|| assert!(pg.token_by_fingerprint("sha256:unknown").unwrap().is_none()))
+    });
+    group.bench_function("sqlite", |b| b.iter(|| assert!(found(&sqlite))));
     group.finish();
 }
 

@@ -81,10 +81,13 @@ impl Guard {
     }
 
     /// Checks `Host` and `Origin` (DNS rebinding), then the bearer token.
-    pub(super) fn check(&self, headers: &HeaderMap) -> Result<AuthenticatedAgent, Box<Response>> {
+    pub(super) async fn check(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<AuthenticatedAgent, Box<Response>> {
         self.check_host_and_origin(headers)?;
         match bearer_of(headers) {
-            Some(token) => self.agent_of_token(token),
+            Some(token) => self.agent_of_token(token).await,
             None if !self.token_required => Ok(AuthenticatedAgent(self.default_agent.clone())),
             None => Err(Box::new(refuse(
                 StatusCode::UNAUTHORIZED,
@@ -103,7 +106,7 @@ impl Guard {
         headers: &HeaderMap,
     ) -> Result<AuthenticatedAgent, Box<Response>> {
         let Some(identity) = &self.identity else {
-            return self.check(headers);
+            return self.check(headers).await;
         };
         self.check_host_and_origin(headers)?;
         let refused = |refusal: Refusal| Err(Box::new(refuse_token(identity, &refusal)));
@@ -123,7 +126,7 @@ impl Guard {
                     .or_else(refused)
             }
             Some(token) if identity.own_tokens() => {
-                let agent = self.agent_of_token(token).map_err(|mut refusal| {
+                let agent = self.agent_of_token(token).await.map_err(|mut refusal| {
                     if refusal.status() == StatusCode::UNAUTHORIZED {
                         challenge(&mut refusal, identity.challenge(None));
                     }
@@ -212,8 +215,11 @@ impl Guard {
     }
 
     /// The agent a bearer token names; 401 for an unknown token.
-    pub(super) fn agent_of_token(&self, token: &str) -> Result<AuthenticatedAgent, Box<Response>> {
-        match self.tokens.agent_of(token) {
+    pub(super) async fn agent_of_token(
+        &self,
+        token: &str,
+    ) -> Result<AuthenticatedAgent, Box<Response>> {
+        match self.tokens.agent_of_async(token).await {
             Ok(Some(agent)) => Ok(AuthenticatedAgent(agent)),
             Ok(None) => Err(Box::new(refuse(
                 StatusCode::UNAUTHORIZED,

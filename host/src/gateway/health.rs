@@ -58,9 +58,9 @@ impl Health {
     }
 
     /// Whether the caller may read the details.
-    fn may_see_details(&self, headers: &HeaderMap) -> bool {
+    async fn may_see_details(&self, headers: &HeaderMap) -> bool {
         match bearer_of(headers) {
-            Some(token) => self.guard.agent_of_token(token).is_ok(),
+            Some(token) => self.guard.agent_of_token(token).await.is_ok(),
             None => !self.guard.token_required,
         }
     }
@@ -77,7 +77,7 @@ async fn readyz(State(health): State<Arc<Health>>, headers: HeaderMap) -> Respon
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    let body = if health.may_see_details(&headers) {
+    let body = if health.may_see_details(&headers).await {
         serde_json::to_value(&readiness).unwrap_or_else(|_| json!({"ready": readiness.ready}))
     } else {
         json!({"ready": readiness.ready})

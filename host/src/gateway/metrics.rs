@@ -72,7 +72,7 @@ pub(super) struct Scrape {
 
 async fn render(State(scrape): State<Arc<Scrape>>, request: Request) -> Response {
     let allowed = match bearer_of(request.headers()) {
-        Some(token) => scrape.guard.agent_of_token(token).is_ok(),
+        Some(token) => scrape.guard.agent_of_token(token).await.is_ok(),
         None => !scrape.guard.token_required,
     };
     if !allowed {

@@ -158,11 +158,22 @@ impl TokenBook {
         Ok(ids.len())
     }
 
-    /// The agent a presented token acts as, if it is one of ours.
+    /// The agent a presented token acts as, if it is one of ours. Blocking (the
+    /// registry): for tools that run no async runtime.
     pub fn agent_of(&self, token: &str) -> Result<Option<String>, TokenError> {
         Ok(self
             .registry
             .token_by_fingerprint(&fingerprint(token))?
+            .map(|t| t.agent))
+    }
+
+    /// [`TokenBook::agent_of`] for a request: awaited, no thread blocks; a token seen
+    /// lately costs a map lookup while the registry's changes are heard.
+    pub async fn agent_of_async(&self, token: &str) -> Result<Option<String>, TokenError> {
+        Ok(self
+            .registry
+            .token_by_fingerprint_async(&fingerprint(token))
+            .await?
             .map(|t| t.agent))
     }
 }

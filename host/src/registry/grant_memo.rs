@@ -1,10 +1,11 @@
-//! Grant answers kept in memory while the database's change notifications are heard, so
-//! a call's access check costs a map lookup instead of a round trip to a shared
-//! registry.
+//! Grant answers, and the gateway tokens requests present, kept in memory while the
+//! database's change notifications are heard, so a call's access check and a request's
+//! token check cost a map lookup instead of a round trip to a shared registry.
 //!
 //! The rule that keeps a revocation effective on every host: an answer is kept only
 //! while a listener ([`super::pg_listen`]) hears the database's notifications, and every
-//! notification of the `grants` topic forgets every kept answer. An answer is stamped
+//! notification of the `grants` or `tokens` topic forgets every kept answer. Only
+//! tokens found are kept (an unknown one is asked again, so guessing fills nothing). An answer is stamped
 //! with the memo's epoch read *before* its query was sent; a notification (or a lost
 //! listener) moves the epoch, so an answer that raced a change is never kept. While the
 //! listener has not heard from the database for [`LIVENESS`] (a silent network
@@ -34,6 +35,8 @@ struct Answers {
     epoch: u64,
     /// Granted or not, and when the database said so, by agent then service.
     by_agent: HashMap<String, HashMap<String, (bool, Instant)>>,
+    /// Gateway tokens found, by fingerprint, and when.
+    tokens: HashMap<String, (super::TokenRecord, Instant)>,
     count: usize,
 }
 
@@ -121,12 +124,49 @@ impl GrantMemo {
         }
     }
 
-    /// Grants changed (here or on another host): every kept answer is forgotten, and no
-    /// answer to a query sent before now is kept.
+    /// The kept token with `fingerprint`, if there is a fresh one.
+    pub(super) fn recall_token(&self, fingerprint: &str) -> Option<super::TokenRecord> {
+        if !self.live() {
+            return None;
+        }
+        let answers = self.read();
+        let (token, at) = answers.tokens.get(fingerprint)?;
+        (at.elapsed() < MAX_AGE).then(|| token.clone())
+    }
+
+    /// Keeps the token the database found for `fingerprint` by a query sent at `stamp`,
+    /// unless something changed since (or nothing may be kept).
+    pub(super) fn remember_token(
+        &self,
+        fingerprint: &str,
+        token: &super::TokenRecord,
+        stamp: Stamp,
+    ) {
+        let Some(stamp) = stamp else { return };
+        let mut answers = self.write();
+        if answers.epoch != stamp {
+            return;
+        }
+        if answers.count >= CAPACITY {
+            answers.by_agent.clear();
+            answers.tokens.clear();
+            answers.count = 0;
+        }
+        let previous = answers
+            .tokens
+            .insert(fingerprint.to_string(), (token.clone(), Instant::now()));
+        if previous.is_none() {
+            answers.count += 1;
+        }
+    }
+
+    /// Grants or tokens changed (here or on another host): every kept answer is
+    /// forgotten, and no answer to a query sent before now is kept.
     pub(super) fn forget(&self) {
         let mut answers = self.write();
         answers.epoch = answers.epoch.wrapping_add(1);
         answers.by_agent.clear();
+        answers.tokens.clear();
         answers.count = 0;
     }
 }
@@ -170,6 +210,29 @@ mod tests {
         assert_eq!(memo.recall("a", "s"), Some(true));
         assert_eq!(memo.recall("a", "t"), Some(false));
         assert_eq!(memo.recall("b", "s"), None);
+    }
+
+    #[test]
+    fn tokens_are_kept_while_heard_and_forgotten_at_a_change() {
+        let memo = GrantMemo::default();
+        let token = crate::registry::TokenRecord {
+            id: "t1".into(),
+            agent: "alice".into(),
+            fingerprint: "sha256:f".into(),
+            secret_ref: "secret:x".into(),
+            created_at: 0,
+        };
+        memo.remember_token("sha256:f", &token, memo.stamp());
+        assert_eq!(memo.recall_token("sha256:f"), None, "not heard yet");
+        memo.hearing();
+        let raced = memo.stamp();
+        memo.forget();
+        memo.remember_token("sha256:f", &token, raced);
+        assert_eq!(memo.recall_token("sha256:f"), None, "it raced a change");
+        memo.remember_token("sha256:f", &token, memo.stamp());
+        assert_eq!(memo.recall_token("sha256:f"), Some(token));
+        memo.forget();
+        assert_eq!(memo.recall_token("sha256:f"), None);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Hearing other hosts' changes: a PostgreSQL connection of its own that `LISTEN`s on
 //! `airlock_changes`, where the registry's change triggers announce every write as
-//! `"<schema> <topic>"`. A `grants` announcement of this registry's schema makes the
-//! [`GrantMemo`] forget its answers; a ping every second proves the database is still
+//! `"<schema> <topic>"`. A `grants` or `tokens` announcement of this registry's schema
+//! makes the [`GrantMemo`] forget its answers; a ping every second proves the database is still
 //! heard. A lost connection makes the memo deaf (every check asks the database) until a
 //! new one listens, tried again after 100 ms, doubling to 2 s.
 //!
@@ -42,7 +42,7 @@ pub(super) fn spawn(
     memo: Arc<GrantMemo>,
 ) -> AbortHandle {
     config.application_name(application_name(schema));
-    let grants = format!("{schema} grants");
+    let grants = [format!("{schema} grants"), format!("{schema} tokens")];
     let location = format!("registry schema {schema}");
     storage::handle()
         .spawn(async move {
@@ -66,7 +66,12 @@ pub(super) fn spawn(
 }
 
 /// Listens on one connection until it is lost; returns why.
-async fn listen(config: &Config, grants: &str, timeout: Duration, memo: &Arc<GrantMemo>) -> String {
+async fn listen(
+    config: &Config,
+    grants: &[String; 2],
+    timeout: Duration,
+    memo: &Arc<GrantMemo>,
+) -> String {
     let connected = tokio::time::timeout(timeout, config.connect(tls())).await;
     let (client, mut connection) = match connected {
         Ok(Ok(pair)) => pair,
@@ -76,13 +81,13 @@ async fn listen(config: &Config, grants: &str, timeout: Duration, memo: &Arc<Gra
     // The connection's messages: a notification of this schema's grants makes the memo
     // forget at once; the end of the messages says why the connection was lost.
     let (ended, mut lost) = tokio::sync::oneshot::channel::<String>();
-    let (forget, heard) = (grants.to_string(), memo.clone());
+    let (forget, heard) = (grants.clone(), memo.clone());
     tokio::spawn(async move {
         let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
         let why = loop {
             match messages.next().await {
                 Some(Ok(AsyncMessage::Notification(n))) => {
-                    if n.payload() == forget {
+                    if forget.iter().any(|topic| n.payload() == topic) {
                         heard.forget();
                     }
                     heard.heard();

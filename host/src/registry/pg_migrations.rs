@@ -162,4 +162,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
         sealed     TEXT NOT NULL,
         updated_ms BIGINT NOT NULL
     );",
+    // Token changes are announced too, so a host keeping the tokens it has seen in
+    // memory forgets them at once (`registry/grant_memo.rs`).
+    "INSERT INTO changes (topic) VALUES ('tokens');
+    CREATE TRIGGER gateway_tokens_changed AFTER INSERT OR UPDATE OR DELETE ON gateway_tokens
+        FOR EACH STATEMENT EXECUTE FUNCTION airlock_count_change('tokens');",
 ];

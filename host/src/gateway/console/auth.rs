@@ -195,7 +195,7 @@ pub(super) async fn admit(
         return next.run(request).await;
     }
     let made = match bearer_of(request.headers()) {
-        Some(token) => match state.guard.agent_of_token(token) {
+        Some(token) => match state.guard.agent_of_token(token).await {
             Ok(agent) if agent.0 == state.guard.default_agent => Some(sessions.open().await),
             Ok(agent) => {
                 tracing::warn!(agent = %agent.0, "refused the console to a token of another agent");
@@ -255,7 +255,7 @@ pub(super) async fn login(
     State(state): State<ConsoleState>,
     Form(form): Form<LoginForm>,
 ) -> Response {
-    match state.guard.agent_of_token(form.token.trim()) {
+    match state.guard.agent_of_token(form.token.trim()).await {
         Ok(agent) if agent.0 == state.guard.default_agent => {
             match state.console.sessions.open().await {
                 Ok(operator) => {

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use super::options::CallOptions;
 use super::resolve::Resolved;
 use crate::airlock::agents::Agents;
-use crate::airlock::services::Services;
+use crate::airlock::services::{Refusal, Services};
 use crate::error::{CallError, ErrorCode};
 use crate::events::{Event, EventBus};
 use crate::mcp::ToolResult;
@@ -47,18 +47,35 @@ impl Upstream {
         let (tool, service) = (&found.tool, &found.service);
         // The service's limits: a slot among its calls in flight, held to the end, and
         // the rates' tokens. A refused call never reaches the server.
-        let _permit = service.guard.admit(&options.agent)?;
-        let live = trace
+        let mut permit = Some(service.guard.admit(&options.agent)?);
+        let opened = trace
             .timed(
                 "session",
-                self.services.open_for_call(
-                    &options.agent,
-                    &tool.service,
-                    options.asker.as_ref(),
-                    options.cancel.as_ref(),
-                ),
+                self.services.open_reporting(&options.agent, &tool.service),
             )
-            .await?;
+            .await;
+        let live = match opened {
+            Ok(live) => live,
+            Err(Refusal::Failed(e)) => return Err(e),
+            Err(Refusal::ThisAgent(refused)) => {
+                // Signing in takes a person: the call holds no slot of the service
+                // meanwhile, and is admitted again once the session is open.
+                permit.take();
+                let live = self
+                    .services
+                    .sign_in_then_open(
+                        &options.agent,
+                        &tool.service,
+                        refused,
+                        options.asker.as_ref(),
+                        options.cancel.as_ref(),
+                    )
+                    .await?;
+                permit = Some(service.guard.admit(&options.agent)?);
+                live
+            }
+        };
+        let _permit = permit;
 
         // Progress: count it, pass it to the caller, and publish it as events. Drained
         // in this task, beside the call (no task of its own, so no wake-up of another

@@ -22,7 +22,6 @@ use rmcp::model::{ElicitRequestParams, ElicitationAction};
 use tokio_util::sync::CancellationToken;
 
 use super::Services;
-use super::sessions::Refusal;
 use crate::config::{Auth, Transport};
 use crate::error::{CallError, ErrorCode};
 use crate::oauth::{Authorizations, FLOW_TTL, Started};
@@ -73,21 +72,18 @@ impl Services {
         }
     }
 
-    /// `agent`'s live session with `service` for a call whose client is `asker` (the
-    /// call's own, else the agent's): opened, or, when the agent has not authorized a
-    /// per-agent service, opened once it has signed in (see the module docs).
-    pub(crate) async fn open_for_call(
+    /// `agent`'s live session with `service`, which refused it (`refused`: the agent has
+    /// not authorized a service it must authorize itself), opened once the agent has
+    /// signed in through a call whose client is `asker` (the call's own, else the
+    /// agent's); see the module docs. Any other service's refusal is returned as it is.
+    pub(crate) async fn sign_in_then_open(
         &self,
         agent: &str,
         service_name: &str,
+        refused: CallError,
         asker: Option<&Arc<dyn AgentClient>>,
         cancel: Option<&CancellationToken>,
     ) -> Result<Arc<LiveSession>, CallError> {
-        let refused = match self.open_reporting(agent, service_name).await {
-            Ok(live) => return Ok(live),
-            Err(Refusal::Failed(e)) => return Err(e),
-            Err(Refusal::ThisAgent(e)) => e,
-        };
         let Some(service) = self.get(service_name) else {
             return Err(refused);
         };

@@ -26,6 +26,7 @@ pub(crate) use egress::redact_listing;
 pub use inventory::{PluginSlot, ServicePlugins, SessionInfo};
 pub use report::{ServiceReport, ServiceStatus, TestReport};
 pub(crate) use service::{Service, build_pipelines, everyone};
+pub(crate) use sessions::Refusal;
 
 use super::agents::Agents;
 use crate::catalog::Cataloger;

@@ -50,17 +50,17 @@ impl Services {
             .map_err(Refusal::into_error)
     }
 
-    /// `agent`'s live session with `service` for a call (without OAuth, nothing to sign
-    /// in to: [`Services::open`]).
+    /// Without OAuth there is nothing to sign in to: the refusal stands.
     #[cfg(not(feature = "http"))]
-    pub(crate) async fn open_for_call(
+    pub(crate) async fn sign_in_then_open(
         &self,
-        agent: &str,
-        service_name: &str,
+        _agent: &str,
+        _service_name: &str,
+        refused: CallError,
         _asker: Option<&Arc<dyn AgentClient>>,
         _cancel: Option<&tokio_util::sync::CancellationToken>,
     ) -> Result<Arc<LiveSession>, CallError> {
-        self.open(agent, service_name).await
+        Err(refused)
     }
 
     /// [`Services::open`], telling apart a service that refused this agent only (it has

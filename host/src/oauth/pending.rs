@@ -88,6 +88,9 @@ impl std::fmt::Debug for Started {
     }
 }
 
+/// How often abandoned shared sign-ins are swept away (at most).
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
 /// How often a waiting call looks whether another replica finished its flow.
 const SHARED_POLL: Duration = Duration::from_millis(500);
 
@@ -130,6 +133,8 @@ pub struct Authorizations {
     flows: Mutex<HashMap<String, Flow>>,
     /// Where a flow another replica started is found (a store that shares sign-ins).
     store: Option<SecretStore>,
+    /// When abandoned shared sign-ins were last swept away.
+    swept: Mutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for Authorizations {
@@ -206,6 +211,7 @@ impl Authorizations {
             prepare(store, holder, url, None, client, &redirect_uri).await?;
         let shared = shared_flow::shares_flows(store).then(|| (store.clone(), state.clone()));
         if shared.is_some() {
+            self.sweep_abandoned(store);
             shared_flow::save(store, &state, &FlowRecord::new(holder, url, registration)).await?;
         }
         let (done, watching) = watch::channel(None);
@@ -258,6 +264,30 @@ impl Authorizations {
         );
         tracing::info!(service = %holder, "OAuth: authorization started for a call; waiting for the browser");
         Ok(Some(started))
+    }
+
+    /// Deletes, at most once a minute, the shared records of sign-ins no browser came
+    /// back for (older than [`FLOW_TTL`]), on a blocking thread.
+    fn sweep_abandoned(&self, store: &SecretStore) {
+        {
+            let mut swept = self.swept.lock().unwrap_or_else(|e| e.into_inner());
+            if swept.is_some_and(|at| at.elapsed() < SWEEP_EVERY) {
+                return;
+            }
+            *swept = Some(Instant::now());
+        }
+        let store = store.clone();
+        tokio::task::spawn_blocking(move || {
+            for prefix in shared_flow::PREFIXES {
+                match store.sweep_shared(prefix, FLOW_TTL + SWEEP_EVERY) {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        tracing::info!("OAuth: swept {n} abandoned sign-in records ({prefix}…)")
+                    }
+                    Err(e) => tracing::warn!("OAuth: cannot sweep abandoned sign-ins: {e}"),
+                }
+            }
+        });
     }
 
     /// The open flow for `holder`, if one is fresh (expired ones are dropped here).

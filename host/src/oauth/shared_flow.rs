@@ -32,6 +32,9 @@ pub(super) struct FlowRecord {
     pub(super) started_at: u64,
 }
 
+/// The key prefixes of a sign-in's shared entries.
+pub(super) const PREFIXES: [&str; 2] = ["oauth-flow:", "oauth-state:"];
+
 /// The shared-store key of the flow whose state is `state`.
 pub(super) fn flow_key(state: &str) -> String {
     format!("oauth-flow:{}", digest(state))

@@ -30,6 +30,20 @@ impl Registry {
         Ok(())
     }
 
+    /// Deletes the entries whose name starts with `prefix` written before `cutoff_ms`
+    /// (unix milliseconds); returns how many.
+    pub fn sweep_shared_secrets(
+        &self,
+        prefix: &str,
+        cutoff_ms: i64,
+    ) -> Result<usize, RegistryError> {
+        let swept = self.db.execute(
+            "DELETE FROM shared_secrets WHERE substr(name, 1, length(?1)) = ?1 AND updated_ms < ?2",
+            &params![prefix, cutoff_ms],
+        )?;
+        Ok(swept as usize)
+    }
+
     /// Deletes `name`; returns whether this call deleted it (of two hosts deleting it
     /// at once, one is told it did).
     pub fn delete_shared_secret(&self, name: &str) -> Result<bool, RegistryError> {

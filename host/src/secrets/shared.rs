@@ -16,6 +16,9 @@ pub trait SharedSecrets: Send + Sync {
     /// Deletes `key`; returns whether it existed (exactly one of several hosts deleting
     /// it at once is told it did).
     fn delete(&self, key: &str) -> Result<bool, SecretError>;
+    /// Deletes the entries whose key starts with `prefix` and that were last written
+    /// more than `age` ago; returns how many.
+    fn sweep(&self, prefix: &str, age: std::time::Duration) -> Result<usize, SecretError>;
 }
 
 /// Whether `key` is one replicas share: an agent's own authorization of a service

@@ -259,6 +259,19 @@ impl SecretStore {
         self
     }
 
+    /// Deletes the shared entries whose key starts with `prefix` and that were last
+    /// written more than `age` ago (abandoned sign-ins); 0 without a shared store.
+    pub fn sweep_shared(
+        &self,
+        prefix: &str,
+        age: std::time::Duration,
+    ) -> Result<usize, SecretError> {
+        match &self.shared {
+            Some(shared) if super::is_shared_key(prefix) => shared.sweep(prefix, age),
+            _ => Ok(0),
+        }
+    }
+
     /// Whether `key` lives in the store replicas share.
     pub fn shares(&self, key: &str) -> bool {
         self.shared.is_some() && super::is_shared_key(key)

@@ -94,5 +94,15 @@ mod vault {
                 .delete_shared_secret(key)
                 .map_err(|e| self.failed(key, e))
         }
+
+        fn sweep(&self, prefix: &str, age: std::time::Duration) -> Result<usize, SecretError> {
+            let cutoff = std::time::SystemTime::now()
+                .checked_sub(age)
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_millis() as i64);
+            self.registry
+                .sweep_shared_secrets(prefix, cutoff)
+                .map_err(|e| self.failed(&format!("{prefix}*"), e))
+        }
     }
 }

@@ -38,7 +38,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ),
         ("plugin", &["config", "secrets", "telemetry", "mcp"][..]),
         ("results", &["digest", "config", "storage", "telemetry"][..]),
-        ("registry", &["config", "storage"][..]),
+        ("registry", &["config", "storage", "secrets"][..]),
         ("catalog", &["plugin", "registry", "digest"][..]),
         ("servers", &["config", "registry", "secrets", "oauth"][..]),
         ("import", &["config", "secrets"][..]),
@@ -57,6 +57,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "digest",
                 "telemetry",
                 "mcp",
+                "oauth",
             ][..],
         ),
         (
@@ -74,6 +75,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "session",
                 "telemetry",
                 "mcp",
+                "oauth",
             ][..],
         ),
         // The bundled demo drives the library as any embedder would.

@@ -219,7 +219,7 @@ impl Airlock {
         // What replicas share (agents' own tokens, sign-ins under way) lives in a shared
         // registry, sealed, when the config gives the key.
         let secret_store =
-            crate::servers::shared::sharing(secret_store, &config.storage.registry, &registry);
+            crate::registry::vault::sharing(secret_store, &config.storage.registry, &registry);
         let runtime = match &options.plugin_cache {
             None => PluginRuntime::new(config.sandbox, Some(&data))?,
             Some(path) => {

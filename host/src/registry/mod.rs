@@ -10,7 +10,8 @@
 //! This module owns the [`Registry`] handle, its errors, the SQLite migrations, and the
 //! namespace and grant tables; each other table has its own module.
 //!
-//! Layer 4 (storage). May import: `config`, `storage`.
+//! Layer 4 (storage). May import: `config`, `storage`, `secrets` (sealing what replicas
+//! share, [`vault`]).
 
 mod approvals;
 mod auth_row;
@@ -33,6 +34,7 @@ mod services;
 mod shared_secrets;
 mod tasks;
 mod tokens;
+pub mod vault;
 
 pub use approvals::{ApprovalGrant, ApprovalScope, glob_literal};
 pub use auth_row::STORED_SECRET;

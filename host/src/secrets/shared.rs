@@ -2,7 +2,7 @@
 //! what an agent authorizes through one must work through every other: its own upstream
 //! tokens, and a sign-in whose browser comes back to another replica. With a shared
 //! registry and `[registry] token_key`, such entries live in the registry instead,
-//! sealed with that key (see `airlock/stores.rs`); everything else stays local.
+//! sealed with that key (see `registry/vault.rs`); everything else stays local.
 
 use super::SecretError;
 

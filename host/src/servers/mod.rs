@@ -12,7 +12,6 @@ mod auth;
 mod draft;
 mod records;
 mod resolve;
-pub mod shared;
 #[cfg(feature = "http")]
 mod sign_in;
 
@@ -95,7 +94,11 @@ impl Servers {
             .map_err(|e| invalid(format!("data directory \"{}\": {e}", data_dir.display())))?;
         let registry = std::sync::Arc::new(Registry::open_at(data_dir, location)?);
         Ok(Servers {
-            store: shared::sharing(SecretStore::open(data_dir)?, location, &registry),
+            store: crate::registry::vault::sharing(
+                SecretStore::open(data_dir)?,
+                location,
+                &registry,
+            ),
             registry,
             project: project.display().to_string(),
         })

@@ -1,13 +1,13 @@
 //! The secret store replicas share: with a PostgreSQL registry and `[registry]
 //! token_key`, the entries every replica must see (each agent's own authorization of a
 //! service, sign-ins under way: [`crate::secrets::is_shared_key`]) live in the
-//! registry's `shared_secrets` table, sealed with that key, instead of in each host's
-//! own secret store. The registry holds only sealed values.
+//! registry's `shared_secrets` table (`shared_secrets.rs`), sealed with that key,
+//! instead of in each host's own secret store. The database holds only sealed values.
 
 use std::sync::Arc;
 
+use super::Registry;
 use crate::config::RegistryLocation;
-use crate::registry::Registry;
 use crate::secrets::SecretStore;
 
 /// `store`, keeping what replicas share in `registry` when `location` is a shared
@@ -45,7 +45,7 @@ pub fn sharing(
 mod vault {
     use std::sync::Arc;
 
-    use crate::registry::Registry;
+    use super::super::Registry;
     use crate::secrets::{Sealer, SecretError, SharedSecrets};
 
     /// The registry's `shared_secrets`, sealed and opened with the replicas' key.

@@ -23,7 +23,7 @@ pub fn sharing(
             token_key: Some(key),
             ..
         } => match crate::secrets::Sealer::new(&key.bytes) {
-            Ok(sealer) => store.with_shared(Arc::new(vault::RegistryVault {
+            Ok(sealer) => store.with_shared(Arc::new(sealed::RegistryVault {
                 registry: registry.clone(),
                 sealer,
             })),
@@ -42,7 +42,7 @@ pub fn sharing(
 }
 
 #[cfg(feature = "postgres")]
-mod vault {
+mod sealed {
     use std::sync::Arc;
 
     use super::super::Registry;

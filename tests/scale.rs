@@ -254,26 +254,30 @@ fn held_within(bound: Duration, mut done: impl FnMut() -> bool) -> Option<Durati
     None
 }
 
+/// A host's registry in schema `tag` of the PostgreSQL database at `url`.
+fn host_registry(url: &str, tag: &str, dir: &std::path::Path) -> airlock_host::registry::Registry {
+    let location = airlock_host::config::RegistryLocation::Postgres {
+        url: url.to_string(),
+        schema: tag.to_string(),
+        bounds: Default::default(),
+        token_key: None,
+    };
+    airlock_host::registry::Registry::open_at(dir, &location).unwrap()
+}
+
 /// On PostgreSQL a host keeps grant answers in memory while it hears every host's
 /// changes: a revocation or a grant made by another host is heard within milliseconds,
 /// and a host whose listening connection is lost forgets everything it kept, so a
 /// change it could not hear is never answered from memory once it listens again.
 #[test]
 fn grant_answers_kept_in_memory_follow_every_hosts_changes() {
-    use airlock_host::config::RegistryLocation;
-    use airlock_host::registry::{Registry, pg_listen};
+    use airlock_host::registry::pg_listen;
     let (url, _, _) = storage_services();
     let (dir, tag) = (tempfile::tempdir().unwrap(), storage_tag());
-    let open = || {
-        let location = RegistryLocation::Postgres {
-            url: url.clone(),
-            schema: tag.clone(),
-            bounds: Default::default(),
-            token_key: None,
-        };
-        Registry::open_at(dir.path(), &location).unwrap()
-    };
-    let (here, there) = (open(), open());
+    let (here, there) = (
+        host_registry(&url, &tag, dir.path()),
+        host_registry(&url, &tag, dir.path()),
+    );
     let name = pg_listen::application_name(&tag);
     let listeners = format!("SELECT pid FROM pg_stat_activity WHERE application_name = '{name}'");
     let listening_pids = || -> Vec<i32> {
@@ -354,20 +358,13 @@ fn grant_answers_kept_in_memory_follow_every_hosts_changes() {
 /// is refused within milliseconds.
 #[test]
 fn tokens_kept_in_memory_follow_every_hosts_removals() {
-    use airlock_host::config::RegistryLocation;
     use airlock_host::registry::{Registry, TokenRecord};
     let (url, _, _) = storage_services();
     let (dir, tag) = (tempfile::tempdir().unwrap(), storage_tag());
-    let open = || {
-        let location = RegistryLocation::Postgres {
-            url: url.clone(),
-            schema: tag.clone(),
-            bounds: Default::default(),
-            token_key: None,
-        };
-        Registry::open_at(dir.path(), &location).unwrap()
-    };
-    let (here, there) = (open(), open());
+    let (here, there) = (
+        host_registry(&url, &tag, dir.path()),
+        host_registry(&url, &tag, dir.path()),
+    );
     let token = TokenRecord {
         id: "tok-1".into(),
         agent: "alice".into(),

@@ -125,6 +125,15 @@ async fn tools_named<H: ClientHandler>(session: &RunningService<RoleClient, H>) 
     }
 }
 
+/// What `airlock_status` tells `session`.
+async fn status_of<H: ClientHandler>(session: &RunningService<RoleClient, H>) -> String {
+    let status = session
+        .call_tool(call("airlock_status", serde_json::json!({})))
+        .await
+        .unwrap();
+    text_of(&status)
+}
+
 /// The first `http://…` link in `text`.
 fn link_in(text: &str) -> String {
     let start = text.find("http://").expect("a link in the error");
@@ -159,11 +168,7 @@ async fn agents_sign_in_to_a_per_agent_service_through_the_gateway() {
     let on_alice = ().serve(transport(&alice)).await.unwrap();
     let tools = on_alice.list_all_tools().await.unwrap();
     assert!(!tools.iter().any(|t| t.name.starts_with("mcp__secure__")));
-    let status = on_alice
-        .call_tool(call("airlock_status", serde_json::json!({})))
-        .await
-        .unwrap();
-    let status = text_of(&status);
+    let status = status_of(&on_alice).await;
     assert!(
         status.contains("secure: ")
             && status.contains("sign in to use it (as agent \"alice\"): open http://"),
@@ -184,12 +189,7 @@ async fn agents_sign_in_to_a_per_agent_service_through_the_gateway() {
     tools_named(&on_alice).await;
     let alices_client = whose(&on_alice).await;
     assert!(alices_client.starts_with("client: "), "{alices_client}");
-    let status = text_of(
-        &on_alice
-            .call_tool(call("airlock_status", serde_json::json!({})))
-            .await
-            .unwrap(),
-    );
+    let status = status_of(&on_alice).await;
     assert!(!status.contains("sign in"), "{status}");
 
     // Bob's client answers URL questions: his first call asks him to sign in and, once
@@ -301,12 +301,7 @@ async fn over_stdio_the_sign_in_comes_back_to_a_loopback_listener() {
     let mut child = support::stdio_gateway(&ws, &["serve"]);
     let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
     let client = ().serve((stdout, stdin)).await.unwrap();
-    let status = text_of(
-        &client
-            .call_tool(call("airlock_status", serde_json::json!({})))
-            .await
-            .unwrap(),
-    );
+    let status = status_of(&client).await;
     let link = link_in(&status);
     assert!(
         link.contains("redirect_uri=http%3A%2F%2F127.0.0.1%3A") && link.contains("%2Fcallback"),
@@ -370,12 +365,7 @@ async fn a_sign_in_started_on_one_replica_may_finish_on_another() {
     // Alice asks replica A; her browser comes back to replica B, which finishes the
     // flow A started; A names the tools through her session.
     let alice_on_a = ().serve(transport(&a, &alice)).await.unwrap();
-    let status = text_of(
-        &alice_on_a
-            .call_tool(call("airlock_status", serde_json::json!({})))
-            .await
-            .unwrap(),
-    );
+    let status = status_of(&alice_on_a).await;
     let link = link_in(&status);
     assert!(
         link.contains(&format!("127.0.0.1%3A{port_b}%2Foauth%2Fcallback")),

@@ -13,7 +13,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::oauth::{Authorizations, Redirect};
+use crate::oauth::{Authorizations, Redirect, server_refusal};
 
 /// The path of the gateway's redirect URI.
 pub const CALLBACK_PATH: &str = "/oauth/callback";
@@ -57,14 +57,7 @@ async fn callback(
         );
     };
     if let Some(error) = params.get("error") {
-        let detail = params
-            .get("error_description")
-            .map(|d| format!(": {}", clip(d, 200)))
-            .unwrap_or_default();
-        let why = format!(
-            "the authorization server answered error \"{}\"{detail}",
-            clip(error, 100)
-        );
+        let why = server_refusal(error, params.get("error_description").map(String::as_str));
         authorizations.fail(state, &why);
         tracing::info!("OAuth: a browser came back with an error");
         return page(StatusCode::BAD_REQUEST, &why);
@@ -88,12 +81,13 @@ async fn callback(
     }
 }
 
-/// A small HTML page saying `what`.
+/// A small HTML page saying `what` (escaped by `maud`, as the console's pages are).
 fn page(status: StatusCode, what: &str) -> Response {
-    let body = format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Airlock</title></head><body><p>Airlock: {}</p></body></html>",
-        escape(what)
-    );
+    let body = maud::html! {
+        (maud::DOCTYPE)
+        html { head { meta charset="utf-8"; title { "Airlock" } } body { p { "Airlock: " (what) } } }
+    }
+    .into_string();
     (
         status,
         [
@@ -103,19 +97,6 @@ fn page(status: StatusCode, what: &str) -> Response {
         body,
     )
         .into_response()
-}
-
-/// `text` safe inside HTML.
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// At most `max` characters of `text`.
-fn clip(text: &str, max: usize) -> String {
-    text.chars().take(max).collect()
 }
 
 #[cfg(test)]
@@ -147,11 +128,16 @@ mod tests {
         assert_eq!(redirect_for(None, remote, None), None);
     }
 
-    #[test]
-    fn pages_escape_what_the_server_said() {
-        assert_eq!(
-            escape("<b>\"x\" & y</b>"),
-            "&lt;b&gt;&quot;x&quot; &amp; y&lt;/b&gt;"
+    #[tokio::test]
+    async fn pages_escape_what_the_server_said() {
+        let response = page(StatusCode::BAD_REQUEST, "<b>\"x\" & y</b>");
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let body = String::from_utf8(body.to_vec()).unwrap();
+        assert!(
+            body.contains("Airlock: &lt;b&gt;&quot;x&quot; &amp; y&lt;/b&gt;"),
+            "{body}"
         );
     }
 }

@@ -27,6 +27,18 @@ pub(super) fn state_of(auth_url: &str) -> Option<String> {
         .map(|(_, v)| v.into_owned())
 }
 
+/// What a browser coming back with `error` (and `error_description`) is told, clipped:
+/// the authorization server's refusal (the user said no, say).
+pub fn server_refusal(error: &str, description: Option<&str>) -> String {
+    let detail = description
+        .map(|d| format!(": {}", clip(d, 200)))
+        .unwrap_or_default();
+    format!(
+        "the authorization server answered error \"{}\"{detail}",
+        clip(error, 100)
+    )
+}
+
 /// What one request to the loopback listener carried.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Callback {
@@ -60,14 +72,7 @@ pub(super) fn parse_callback(target: &str, expected_state: &str) -> Result<Callb
             .map(|(_, v)| v.clone())
     };
     if let Some(error) = param("error") {
-        let detail = param("error_description")
-            .map(|d| format!(": {}", clip(&d, 200)))
-            .unwrap_or_default();
-        return Err(format!(
-            "the authorization server answered error \"{}\"{detail}",
-            clip(&error, 100)
-        )
-        .into());
+        return Err(server_refusal(&error, param("error_description").as_deref()).into());
     }
     let callback = AuthorizationCallback::from_redirect_url(url.as_str())
         .map_err(|e| format!("the callback is incomplete: {e}"))?;

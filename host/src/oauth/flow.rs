@@ -7,9 +7,7 @@ use std::net::Ipv4Addr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use rmcp::transport::auth::{
-    AuthError, AuthorizationManager, AuthorizationMetadata, OAuthClientConfig,
-};
+use rmcp::transport::auth::{AuthError, AuthorizationManager, AuthorizationMetadata};
 use tokio::net::TcpListener;
 
 use crate::config::OAuthClient;
@@ -269,20 +267,19 @@ async fn choose_client(
         None
     };
     if let Some((client_id, client_secret)) = given {
-        let mut config = OAuthClientConfig::new(client_id.clone(), redirect_uri)
-            .with_scopes(scopes.iter().map(|s| s.to_string()).collect());
-        if let Some(secret) = &client_secret {
-            config = config.with_client_secret(secret.clone());
-        }
-        manager
-            .configure_client(config)
-            .map_err(|e| auth_flow(service, "client configuration", &e))?;
-        return Ok(ClientRegistration {
+        let registration = ClientRegistration {
             client_id,
             client_secret,
             redirect_uri: redirect_uri.to_string(),
             subject: None,
-        });
+        };
+        let config = registration
+            .config()
+            .with_scopes(scopes.iter().map(|s| s.to_string()).collect());
+        manager
+            .configure_client(config)
+            .map_err(|e| auth_flow(service, "client configuration", &e))?;
+        return Ok(registration);
     }
     if configured.client_metadata_url.is_some() {
         tracing::info!(
@@ -432,15 +429,8 @@ async fn token(
         ));
     }
     manager.set_metadata(resolution.metadata);
-    let mut config = OAuthClientConfig::new(
-        record.client.client_id.clone(),
-        record.client.redirect_uri.clone(),
-    );
-    if let Some(secret) = &record.client.client_secret {
-        config = config.with_client_secret(secret.clone());
-    }
     manager
-        .configure_client(config)
+        .configure_client(record.client.config())
         .map_err(|e| auth_flow(service, "refresh", &e))?;
     manager.set_credential_store(StoreAdapter::new(
         store,

@@ -50,6 +50,7 @@ use rmcp::transport::auth::AuthError;
 use crate::secrets::SecretError;
 
 pub use assertion::identity_assertion_token;
+pub use callback::server_refusal;
 pub use exchange::exchanged_token;
 pub use flow::{access_token, authorize, authorize_with_challenge, refresh_access_token};
 pub use machine::{client_credentials_token, sign_assertion};

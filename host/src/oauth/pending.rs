@@ -60,8 +60,6 @@ struct Flow {
     done: watch::Sender<Outcome>,
     /// The loopback listener's task, stopped when the flow expires.
     listener: Option<tokio::task::AbortHandle>,
-    /// The shared store and state, when another replica may finish the flow.
-    shared: Option<(SecretStore, String)>,
 }
 
 /// An authorization under way, as its caller sees it.
@@ -127,12 +125,12 @@ impl Started {
 }
 
 /// The authorizations started by calls, by state; where their browsers return.
-#[derive(Default)]
 pub struct Authorizations {
     redirect: RwLock<Option<Redirect>>,
     flows: Mutex<HashMap<String, Flow>>,
-    /// Where a flow another replica started is found (a store that shares sign-ins).
-    store: Option<SecretStore>,
+    /// Where the tokens go; when it shares sign-ins, where a flow another replica
+    /// started is found.
+    store: SecretStore,
     /// When abandoned shared sign-ins were last swept away.
     swept: Mutex<Option<Instant>>,
 }
@@ -150,9 +148,16 @@ impl Authorizations {
     /// another replica started is finished here when `store` shares sign-ins.
     pub fn new(store: SecretStore) -> Self {
         Authorizations {
-            store: Some(store),
-            ..Default::default()
+            redirect: RwLock::default(),
+            flows: Mutex::default(),
+            store,
+            swept: Mutex::default(),
         }
+    }
+
+    /// The store and `state`, when another replica may finish the flow `state`.
+    fn shared(&self, state: &str) -> Option<(SecretStore, String)> {
+        shared_flow::shares_flows(&self.store).then(|| (self.store.clone(), state.to_string()))
     }
 
     /// Sends browsers back to `redirect` from now on; `None` starts no authorization
@@ -174,7 +179,6 @@ impl Authorizations {
     /// redirect is set.
     pub async fn begin(
         self: &Arc<Self>,
-        store: &SecretStore,
         holder: &str,
         url: &str,
         client: &OAuthClient,
@@ -207,11 +211,12 @@ impl Authorizations {
                 )
             }
         };
+        let store = &self.store;
         let (manager, auth_url, state, registration) =
             prepare(store, holder, url, None, client, &redirect_uri).await?;
-        let shared = shared_flow::shares_flows(store).then(|| (store.clone(), state.clone()));
+        let shared = self.shared(&state);
         if shared.is_some() {
-            self.sweep_abandoned(store);
+            self.sweep_abandoned();
             shared_flow::save(store, &state, &FlowRecord::new(holder, url, registration)).await?;
         }
         let (done, watching) = watch::channel(None);
@@ -246,7 +251,7 @@ impl Authorizations {
             id: id.clone(),
             joined: false,
             done: watching,
-            shared: shared.clone(),
+            shared,
         };
         let mut flows = self.flows.lock().unwrap_or_else(|e| e.into_inner());
         flows.insert(
@@ -259,7 +264,6 @@ impl Authorizations {
                 manager: Some(manager),
                 done,
                 listener: listening,
-                shared,
             },
         );
         tracing::info!(service = %holder, "OAuth: authorization started for a call; waiting for the browser");
@@ -268,7 +272,7 @@ impl Authorizations {
 
     /// Deletes, at most once a minute, the shared records of sign-ins no browser came
     /// back for (older than [`FLOW_TTL`]), on a blocking thread.
-    fn sweep_abandoned(&self, store: &SecretStore) {
+    fn sweep_abandoned(&self) {
         {
             let mut swept = self.swept.lock().unwrap_or_else(|e| e.into_inner());
             if swept.is_some_and(|at| at.elapsed() < SWEEP_EVERY) {
@@ -276,7 +280,7 @@ impl Authorizations {
             }
             *swept = Some(Instant::now());
         }
-        let store = store.clone();
+        let store = self.store.clone();
         tokio::task::spawn_blocking(move || {
             for prefix in shared_flow::PREFIXES {
                 match store.sweep_shared(prefix, FLOW_TTL + SWEEP_EVERY) {
@@ -301,14 +305,14 @@ impl Authorizations {
             fresh
         });
         flows
-            .values()
-            .find(|flow| flow.holder == holder && flow.manager.is_some())
-            .map(|flow| Started {
+            .iter()
+            .find(|(_, flow)| flow.holder == holder && flow.manager.is_some())
+            .map(|(state, flow)| Started {
                 url: flow.url.clone(),
                 id: flow.id.clone(),
                 joined: true,
                 done: flow.done.subscribe(),
-                shared: flow.shared.clone(),
+                shared: self.shared(state),
             })
     }
 
@@ -321,10 +325,7 @@ impl Authorizations {
         code: &str,
         issuer: Option<&str>,
     ) -> Result<String, OAuthError> {
-        let shares = self
-            .store
-            .as_ref()
-            .filter(|store| shared_flow::shares_flows(store));
+        let shares = Some(&self.store).filter(|store| shared_flow::shares_flows(store));
         let (holder, manager) = match (self.take(state), shares) {
             (Ok(local), None) => local,
             // Between replicas, taking the shared record decides who finishes.
@@ -414,7 +415,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_callback_no_flow_waits_for_is_refused_saying_so() {
-        let book = Authorizations::default();
+        let dir = tempfile::tempdir().unwrap();
+        let book = Authorizations::new(SecretStore::open_file(dir.path()).unwrap());
         let refused = book.finish("made-up", "code", None).await.unwrap_err();
         assert!(
             refused.to_string().contains("no authorization waits"),
@@ -429,10 +431,10 @@ mod tests {
     async fn nothing_starts_without_a_redirect() {
         let dir = tempfile::tempdir().unwrap();
         let store = SecretStore::open_file(dir.path()).unwrap();
-        let book = Arc::new(Authorizations::default());
+        let book = Arc::new(Authorizations::new(store));
         let client = OAuthClient::default();
         let started = book
-            .begin(&store, "svc.agent-00", "http://127.0.0.1:9/mcp", &client)
+            .begin("svc.agent-00", "http://127.0.0.1:9/mcp", &client)
             .await
             .unwrap();
         assert!(started.is_none());

@@ -10,7 +10,7 @@
 use std::pin::Pin;
 
 use rmcp::transport::auth::{
-    AuthError, AuthorizationManager, OAuthClientConfig, StateStore, StoredAuthorizationState,
+    AuthError, AuthorizationManager, StateStore, StoredAuthorizationState,
 };
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
@@ -50,7 +50,7 @@ fn digest(text: &str) -> String {
 
 /// Whether `store` shares sign-ins between replicas.
 pub(super) fn shares_flows(store: &SecretStore) -> bool {
-    store.shares(&flow_key(""))
+    store.shares(PREFIXES[0])
 }
 
 /// Keeps `record` for the flow `state` in the shared store.
@@ -75,17 +75,10 @@ pub(super) async fn take(
     state: &str,
 ) -> Result<Option<FlowRecord>, OAuthError> {
     let (store, key) = (store.clone(), flow_key(state));
-    let taken = blocking(
-        move || -> Result<Option<String>, crate::secrets::SecretError> {
-            let Some(text) = store.get(&key)? else {
-                return Ok(None);
-            };
-            Ok(store.delete(&key)?.then_some(text))
-        },
-    )
-    .await
-    .map_err(|e| flow("(shared sign-in)", "browser callback", e))?
-    .map_err(OAuthError::Store)?;
+    let taken = blocking(move || store.take(&key))
+        .await
+        .map_err(|e| flow("(shared sign-in)", "browser callback", e))?
+        .map_err(OAuthError::Store)?;
     Ok(taken.and_then(|text| serde_json::from_str(&text).ok()))
 }
 
@@ -104,15 +97,8 @@ pub(super) async fn rebuild(
     record: &FlowRecord,
 ) -> Result<AuthorizationManager, OAuthError> {
     let (mut manager, _) = super::flow::discover(&record.holder, &record.url, None).await?;
-    let mut config = OAuthClientConfig::new(
-        record.client.client_id.clone(),
-        record.client.redirect_uri.clone(),
-    );
-    if let Some(secret) = &record.client.client_secret {
-        config = config.with_client_secret(secret.clone());
-    }
     manager
-        .configure_client(config)
+        .configure_client(record.client.config())
         .map_err(|e| super::auth_flow(&record.holder, "client configuration", &e))?;
     manager.set_credential_store(StoreAdapter::new(
         store,
@@ -151,6 +137,24 @@ fn store_error(e: impl std::fmt::Display) -> AuthError {
     AuthError::InternalError(format!("the shared sign-in store: {e}"))
 }
 
+impl SharedStateStore {
+    /// Runs `job` on the entry of the flow `csrf` in the shared store, off the async
+    /// workers.
+    fn on_entry<T: Send + 'static>(
+        &self,
+        csrf: &str,
+        job: impl FnOnce(&SecretStore, &str) -> Result<T, crate::secrets::SecretError> + Send + 'static,
+    ) -> StateFuture<'static, T> {
+        let (store, key) = (self.store.clone(), state_key(csrf));
+        Box::pin(async move {
+            blocking(move || job(&store, &key))
+                .await
+                .map_err(store_error)?
+                .map_err(store_error)
+        })
+    }
+}
+
 impl StateStore for SharedStateStore {
     fn save<'life0, 'life1, 'async_trait>(
         &'life0 self,
@@ -162,14 +166,10 @@ impl StateStore for SharedStateStore {
         'life1: 'async_trait,
         Self: 'async_trait,
     {
-        let (store, key) = (self.store.clone(), state_key(csrf_token));
-        Box::pin(async move {
-            let text = serde_json::to_string(&state).map_err(store_error)?;
-            blocking(move || store.put(&key, &text))
-                .await
-                .map_err(store_error)?
-                .map_err(store_error)
-        })
+        match serde_json::to_string(&state) {
+            Ok(text) => self.on_entry(csrf_token, move |store, key| store.put(key, &text)),
+            Err(e) => Box::pin(std::future::ready(Err(store_error(e)))),
+        }
     }
 
     fn load<'life0, 'life1, 'async_trait>(
@@ -181,13 +181,10 @@ impl StateStore for SharedStateStore {
         'life1: 'async_trait,
         Self: 'async_trait,
     {
-        let (store, key) = (self.store.clone(), state_key(csrf_token));
+        let text = self.on_entry(csrf_token, |store, key| store.get(key));
         Box::pin(async move {
-            let text = blocking(move || store.get(&key))
-                .await
-                .map_err(store_error)?
-                .map_err(store_error)?;
-            text.map(|text| serde_json::from_str(&text).map_err(store_error))
+            text.await?
+                .map(|text| serde_json::from_str(&text).map_err(store_error))
                 .transpose()
         })
     }
@@ -201,13 +198,6 @@ impl StateStore for SharedStateStore {
         'life1: 'async_trait,
         Self: 'async_trait,
     {
-        let (store, key) = (self.store.clone(), state_key(csrf_token));
-        Box::pin(async move {
-            blocking(move || store.delete(&key))
-                .await
-                .map_err(store_error)?
-                .map(drop)
-                .map_err(store_error)
-        })
+        self.on_entry(csrf_token, |store, key| store.delete(key).map(drop))
     }
 }

@@ -57,6 +57,20 @@ pub(super) struct ClientRegistration {
     pub(super) subject: Option<String>,
 }
 
+impl ClientRegistration {
+    /// rmcp's client settings for this client (no scopes: those are the flow's).
+    pub(super) fn config(&self) -> rmcp::transport::auth::OAuthClientConfig {
+        let config = rmcp::transport::auth::OAuthClientConfig::new(
+            self.client_id.clone(),
+            self.redirect_uri.clone(),
+        );
+        match &self.client_secret {
+            Some(secret) => config.with_client_secret(secret.clone()),
+            None => config,
+        }
+    }
+}
+
 /// The record stored under `oauth:NAME`. Deliberately not `Debug`.
 #[derive(Clone, Serialize, Deserialize)]
 pub(super) struct StoredAuthorization {

@@ -40,6 +40,15 @@ struct Answers {
     count: usize,
 }
 
+impl Answers {
+    /// Drops every kept answer (the epoch stays).
+    fn clear(&mut self) {
+        self.by_agent.clear();
+        self.tokens.clear();
+        self.count = 0;
+    }
+}
+
 /// Grant answers kept while change notifications are heard (see the module).
 pub(super) struct GrantMemo {
     answers: RwLock<Answers>,
@@ -105,21 +114,29 @@ impl GrantMemo {
     /// Keeps the database's answer to a query sent at `stamp`, unless something changed
     /// since (or nothing may be kept).
     pub(super) fn remember(&self, agent: &str, service: &str, granted: bool, stamp: Stamp) {
+        self.keep(stamp, |answers| {
+            answers
+                .by_agent
+                .entry(agent.to_string())
+                .or_default()
+                .insert(service.to_string(), (granted, Instant::now()))
+                .is_none()
+        });
+    }
+
+    /// Runs `insert` (which says whether it added an answer) on the kept answers when
+    /// a query sent at `stamp` may be kept: nothing changed since. Past [`CAPACITY`],
+    /// everything kept is dropped first.
+    fn keep(&self, stamp: Stamp, insert: impl FnOnce(&mut Answers) -> bool) {
         let Some(stamp) = stamp else { return };
         let mut answers = self.write();
         if answers.epoch != stamp {
             return;
         }
         if answers.count >= CAPACITY {
-            answers.by_agent.clear();
-            answers.count = 0;
+            answers.clear();
         }
-        let previous = answers
-            .by_agent
-            .entry(agent.to_string())
-            .or_default()
-            .insert(service.to_string(), (granted, Instant::now()));
-        if previous.is_none() {
+        if insert(&mut answers) {
             answers.count += 1;
         }
     }
@@ -142,22 +159,12 @@ impl GrantMemo {
         token: &super::TokenRecord,
         stamp: Stamp,
     ) {
-        let Some(stamp) = stamp else { return };
-        let mut answers = self.write();
-        if answers.epoch != stamp {
-            return;
-        }
-        if answers.count >= CAPACITY {
-            answers.by_agent.clear();
-            answers.tokens.clear();
-            answers.count = 0;
-        }
-        let previous = answers
-            .tokens
-            .insert(fingerprint.to_string(), (token.clone(), Instant::now()));
-        if previous.is_none() {
-            answers.count += 1;
-        }
+        self.keep(stamp, |answers| {
+            answers
+                .tokens
+                .insert(fingerprint.to_string(), (token.clone(), Instant::now()))
+                .is_none()
+        });
     }
 
     /// Grants or tokens changed (here or on another host): every kept answer is
@@ -165,9 +172,7 @@ impl GrantMemo {
     pub(super) fn forget(&self) {
         let mut answers = self.write();
         answers.epoch = answers.epoch.wrapping_add(1);
-        answers.by_agent.clear();
-        answers.tokens.clear();
-        answers.count = 0;
+        answers.clear();
     }
 }
 

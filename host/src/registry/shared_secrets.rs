@@ -44,6 +44,18 @@ impl Registry {
         Ok(swept as usize)
     }
 
+    /// Deletes `name` and returns its sealed value, if this call deleted it (of two
+    /// hosts taking it at once, one gets it): one statement.
+    pub fn take_shared_secret(&self, name: &str) -> Result<Option<String>, RegistryError> {
+        self.db
+            .query_opt(
+                "DELETE FROM shared_secrets WHERE name = ?1 RETURNING sealed",
+                &params![name],
+            )?
+            .map(|row| row.text(0))
+            .transpose()
+    }
+
     /// Deletes `name`; returns whether this call deleted it (of two hosts deleting it
     /// at once, one is told it did).
     pub fn delete_shared_secret(&self, name: &str) -> Result<bool, RegistryError> {

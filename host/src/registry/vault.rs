@@ -95,6 +95,20 @@ mod sealed {
                 .map_err(|e| self.failed(key, e))
         }
 
+        fn take(&self, key: &str) -> Result<Option<String>, SecretError> {
+            let sealed = self
+                .registry
+                .take_shared_secret(key)
+                .map_err(|e| self.failed(key, e))?;
+            sealed
+                .map(|sealed| {
+                    self.sealer
+                        .open(key, &sealed)
+                        .map_err(|e| self.failed(key, e))
+                })
+                .transpose()
+        }
+
         fn sweep(&self, prefix: &str, age: std::time::Duration) -> Result<usize, SecretError> {
             let cutoff = std::time::SystemTime::now()
                 .checked_sub(age)

@@ -16,6 +16,9 @@ pub trait SharedSecrets: Send + Sync {
     /// Deletes `key`; returns whether it existed (exactly one of several hosts deleting
     /// it at once is told it did).
     fn delete(&self, key: &str) -> Result<bool, SecretError>;
+    /// Deletes `key` and returns its value, if this call deleted it (exactly one of
+    /// several hosts taking it at once gets it).
+    fn take(&self, key: &str) -> Result<Option<String>, SecretError>;
     /// Deletes the entries whose key starts with `prefix` and that were last written
     /// more than `age` ago; returns how many.
     fn sweep(&self, prefix: &str, age: std::time::Duration) -> Result<usize, SecretError>;

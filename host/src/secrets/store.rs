@@ -259,6 +259,19 @@ impl SecretStore {
         self
     }
 
+    /// Deletes `key` and returns its value, if this call deleted it: in a shared store,
+    /// exactly one of several hosts taking it at once gets it.
+    pub fn take(&self, key: &str) -> Result<Option<String>, SecretError> {
+        if let Some(shared) = self.shared_for(key) {
+            return shared.take(key);
+        }
+        let value = self.get(key)?;
+        Ok(match value {
+            Some(value) if self.delete(key)? => Some(value),
+            _ => None,
+        })
+    }
+
     /// Deletes the shared entries whose key starts with `prefix` and that were last
     /// written more than `age` ago (abandoned sign-ins); 0 without a shared store.
     pub fn sweep_shared(

@@ -39,17 +39,8 @@ impl Services {
     /// stored authorization, and the host can take a browser back. `None` otherwise (a
     /// failure to start is logged).
     pub async fn sign_in(&self, agent: &str, service_name: &str) -> Option<Started> {
-        let service = self.get(service_name)?;
-        let Transport::Http { url, auth, .. } = &service.config.transport else {
-            return None;
-        };
-        let Auth::OAuth(client) = auth else {
-            return None;
-        };
-        if !client.per_agent || self.authorizations.redirect().is_none() {
-            return None;
-        }
-        let holder = crate::oauth::token_holder(service_name, auth, agent);
+        self.authorizations.redirect()?;
+        let (holder, url, client) = self.agents_own_oauth(agent, service_name)?;
         let (store, probe) = (self.secret_store.clone(), holder.clone());
         let authorized =
             tokio::task::spawn_blocking(move || crate::oauth::is_authorized(&store, &probe))
@@ -59,16 +50,34 @@ impl Services {
         if authorized {
             return None;
         }
-        match self
-            .authorizations
-            .begin(&self.secret_store, &holder, url, client)
-            .await
-        {
+        match self.authorizations.begin(&holder, &url, &client).await {
             Ok(started) => started,
             Err(e) => {
                 tracing::warn!(service = %service_name, agent, "cannot start the agent's sign-in: {e}");
                 None
             }
+        }
+    }
+
+    /// For a service each agent authorizes itself (`auth = { type = "oauth", per_agent =
+    /// true }`): where `agent`'s tokens are kept, the server's URL and the OAuth client
+    /// settings. `None` for any other service.
+    fn agents_own_oauth(
+        &self,
+        agent: &str,
+        service_name: &str,
+    ) -> Option<(String, String, crate::config::OAuthClient)> {
+        let service = self.get(service_name)?;
+        let Transport::Http { url, auth, .. } = &service.config.transport else {
+            return None;
+        };
+        match auth {
+            Auth::OAuth(client) if client.per_agent => Some((
+                crate::oauth::token_holder(service_name, auth, agent),
+                url.clone(),
+                client.clone(),
+            )),
+            _ => None,
         }
     }
 
@@ -84,24 +93,10 @@ impl Services {
         asker: Option<&Arc<dyn AgentClient>>,
         cancel: Option<&CancellationToken>,
     ) -> Result<Arc<LiveSession>, CallError> {
-        let Some(service) = self.get(service_name) else {
+        let Some((holder, url, client)) = self.agents_own_oauth(agent, service_name) else {
             return Err(refused);
         };
-        let Transport::Http { url, auth, .. } = &service.config.transport else {
-            return Err(refused);
-        };
-        let Auth::OAuth(client) = auth else {
-            return Err(refused);
-        };
-        if !client.per_agent {
-            return Err(refused);
-        }
-        let holder = crate::oauth::token_holder(service_name, auth, agent);
-        let mut started = match self
-            .authorizations
-            .begin(&self.secret_store, &holder, url, client)
-            .await
-        {
+        let mut started = match self.authorizations.begin(&holder, &url, &client).await {
             Ok(Some(started)) => started,
             Ok(None) => return Err(refused),
             Err(e) => {

@@ -491,3 +491,72 @@ fn removing_a_server_takes_its_grants_approvals_namespace_and_catalog() {
     assert_eq!(held["services"], serde_json::json!([]), "{held}");
     assert_eq!(held["approvals"], serde_json::json!([]), "{held}");
 }
+
+/// A gateway token seen by one host is kept in memory while it hears every host's
+/// changes, so a request presenting it costs no round trip; removed by another host, it
+/// is refused within milliseconds.
+#[test]
+fn tokens_kept_in_memory_follow_every_hosts_removals() {
+    use airlock_host::registry::{Registry, TokenRecord};
+    let (url, _, _) = support::storage_services();
+    let (dir, tag) = (tempfile::tempdir().unwrap(), support::storage_tag());
+    let (here, there) = (
+        support::host_registry(&url, &tag, dir.path()),
+        support::host_registry(&url, &tag, dir.path()),
+    );
+    let token = TokenRecord {
+        id: "tok-1".into(),
+        agent: "alice".into(),
+        fingerprint: "sha256:feed".into(),
+        secret_ref: "secret:none".into(),
+        created_at: 0,
+    };
+    there.insert_token(&token).unwrap();
+    let found = |registry: &Registry| {
+        registry
+            .token_by_fingerprint("sha256:feed")
+            .unwrap()
+            .map(|t| t.agent)
+    };
+    assert_eq!(found(&here).as_deref(), Some("alice"));
+    assert!(
+        support::held_within(std::time::Duration::from_secs(10), || here.hears_changes()).is_some(),
+        "the host listens for changes"
+    );
+    // The insert's own notification may still be on its way: once it has surely
+    // arrived, the answer asked again is kept.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(found(&here).as_deref(), Some("alice"));
+    // Removed behind the hosts' backs (triggers off: no notification), it is still
+    // answered from memory: no round trip is made.
+    support::with_postgres(&url, async |client| {
+        client
+            .batch_execute(&format!(
+                "SET session_replication_role = replica;
+                 DELETE FROM \"{tag}\".gateway_tokens WHERE id = 'tok-1'"
+            ))
+            .await
+            .unwrap()
+    });
+    assert_eq!(found(&here).as_deref(), Some("alice"), "kept in memory");
+    // Put back and removed by another host, as `airlock serve tokens remove` does: heard.
+    support::with_postgres(&url, async |client| {
+        client
+            .batch_execute(&format!(
+                "SET session_replication_role = replica;
+                 INSERT INTO \"{tag}\".gateway_tokens (id, agent, fingerprint, secret_ref)
+                 VALUES ('tok-1', 'alice', 'sha256:feed', 'secret:none')"
+            ))
+            .await
+            .unwrap()
+    });
+    assert!(there.delete_token("tok-1").unwrap().is_some());
+    let removed =
+        support::held_within(std::time::Duration::from_secs(2), || found(&here).is_none())
+            .expect("a removal made by another host is heard");
+    eprintln!("heard another host's token removal after {removed:?}");
+    assert!(
+        removed < std::time::Duration::from_millis(500),
+        "{removed:?}"
+    );
+}

@@ -14,10 +14,10 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::{
-    HttpGateway, Workspace, python_fixture_entry, remote_storage_tables, storage_services,
-    storage_tag,
+    HttpGateway, Workspace, held_within, host_registry, python_fixture_entry,
+    remote_storage_tables, storage_services, storage_tag,
 };
 
 /// Two replicas' workspaces (own data directories, own config files) sharing storage:
@@ -242,29 +242,6 @@ async fn a_grant_revoked_through_one_replica_is_refused_on_the_next_call_through
     drop(b);
 }
 
-/// Polls `done` every millisecond for up to `bound`; returns how long it took to hold.
-fn held_within(bound: Duration, mut done: impl FnMut() -> bool) -> Option<Duration> {
-    let started = Instant::now();
-    while started.elapsed() < bound {
-        if done() {
-            return Some(started.elapsed());
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    None
-}
-
-/// A host's registry in schema `tag` of the PostgreSQL database at `url`.
-fn host_registry(url: &str, tag: &str, dir: &std::path::Path) -> airlock_host::registry::Registry {
-    let location = airlock_host::config::RegistryLocation::Postgres {
-        url: url.to_string(),
-        schema: tag.to_string(),
-        bounds: Default::default(),
-        token_key: None,
-    };
-    airlock_host::registry::Registry::open_at(dir, &location).unwrap()
-}
-
 /// On PostgreSQL a host keeps grant answers in memory while it hears every host's
 /// changes: a revocation or a grant made by another host is heard within milliseconds,
 /// and a host whose listening connection is lost forgets everything it kept, so a
@@ -351,71 +328,6 @@ fn grant_answers_kept_in_memory_follow_every_hosts_changes() {
     assert!(relistened.is_some(), "the hosts listen again by themselves");
     // A host that lost its listener forgets what it kept: the database is asked again.
     assert!(!here.is_granted("alice", "other").unwrap());
-}
-
-/// A gateway token seen by one host is kept in memory while it hears every host's
-/// changes, so a request presenting it costs no round trip; removed by another host, it
-/// is refused within milliseconds.
-#[test]
-fn tokens_kept_in_memory_follow_every_hosts_removals() {
-    use airlock_host::registry::{Registry, TokenRecord};
-    let (url, _, _) = storage_services();
-    let (dir, tag) = (tempfile::tempdir().unwrap(), storage_tag());
-    let (here, there) = (
-        host_registry(&url, &tag, dir.path()),
-        host_registry(&url, &tag, dir.path()),
-    );
-    let token = TokenRecord {
-        id: "tok-1".into(),
-        agent: "alice".into(),
-        fingerprint: "sha256:feed".into(),
-        secret_ref: "secret:none".into(),
-        created_at: 0,
-    };
-    there.insert_token(&token).unwrap();
-    let found = |registry: &Registry| {
-        registry
-            .token_by_fingerprint("sha256:feed")
-            .unwrap()
-            .map(|t| t.agent)
-    };
-    assert_eq!(found(&here).as_deref(), Some("alice"));
-    assert!(
-        held_within(Duration::from_secs(10), || here.hears_changes()).is_some(),
-        "the host listens for changes"
-    );
-    // The insert's own notification may still be on its way: once it has surely
-    // arrived, the answer asked again is kept.
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(found(&here).as_deref(), Some("alice"));
-    // Removed behind the hosts' backs (triggers off: no notification), it is still
-    // answered from memory: no round trip is made.
-    support::with_postgres(&url, async |client| {
-        client
-            .batch_execute(&format!(
-                "SET session_replication_role = replica;
-                 DELETE FROM \"{tag}\".gateway_tokens WHERE id = 'tok-1'"
-            ))
-            .await
-            .unwrap()
-    });
-    assert_eq!(found(&here).as_deref(), Some("alice"), "kept in memory");
-    // Put back and removed by another host, as `airlock serve tokens remove` does: heard.
-    support::with_postgres(&url, async |client| {
-        client
-            .batch_execute(&format!(
-                "SET session_replication_role = replica;
-                 INSERT INTO \"{tag}\".gateway_tokens (id, agent, fingerprint, secret_ref)
-                 VALUES ('tok-1', 'alice', 'sha256:feed', 'secret:none')"
-            ))
-            .await
-            .unwrap()
-    });
-    assert!(there.delete_token("tok-1").unwrap().is_some());
-    let removed = held_within(Duration::from_secs(2), || found(&here).is_none())
-        .expect("a removal made by another host is heard");
-    eprintln!("heard another host's token removal after {removed:?}");
-    assert!(removed < Duration::from_millis(500), "{removed:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -576,3 +576,33 @@ pub fn remote_storage_tables(tag: &str) -> String {
         toml_str(endpoint),
     )
 }
+
+/// Polls `done` every millisecond for up to `bound`; returns how long it took to hold.
+pub fn held_within(
+    bound: std::time::Duration,
+    mut done: impl FnMut() -> bool,
+) -> Option<std::time::Duration> {
+    let started = std::time::Instant::now();
+    while started.elapsed() < bound {
+        if done() {
+            return Some(started.elapsed());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    None
+}
+
+/// A host's registry in schema `tag` of the PostgreSQL database at `url`.
+pub fn host_registry(
+    url: &str,
+    tag: &str,
+    dir: &std::path::Path,
+) -> airlock_host::registry::Registry {
+    let location = airlock_host::config::RegistryLocation::Postgres {
+        url: url.to_string(),
+        schema: tag.to_string(),
+        bounds: Default::default(),
+        token_key: None,
+    };
+    airlock_host::registry::Registry::open_at(dir, &location).unwrap()
+}

@@ -64,19 +64,28 @@ mod sealed {
         }
     }
 
-    impl SharedSecrets for RegistryVault {
-        fn get(&self, key: &str) -> Result<Option<String>, SecretError> {
-            let sealed = self
-                .registry
-                .shared_secret(key)
-                .map_err(|e| self.failed(key, e))?;
+    impl RegistryVault {
+        /// The value of entry `key` from what the registry answered (sealed, if any).
+        fn opened(
+            &self,
+            key: &str,
+            sealed: Result<Option<String>, crate::registry::RegistryError>,
+        ) -> Result<Option<String>, SecretError> {
             sealed
+                .map_err(|e| self.failed(key, e))?
                 .map(|sealed| {
                     self.sealer
                         .open(key, &sealed)
                         .map_err(|e| self.failed(key, e))
                 })
                 .transpose()
+        }
+    }
+
+    impl SharedSecrets for RegistryVault {
+        fn get(&self, key: &str) -> Result<Option<String>, SecretError> {
+            let sealed = self.registry.shared_secret(key);
+            self.opened(key, sealed)
         }
 
         fn put(&self, key: &str, value: &str) -> Result<(), SecretError> {
@@ -96,17 +105,8 @@ mod sealed {
         }
 
         fn take(&self, key: &str) -> Result<Option<String>, SecretError> {
-            let sealed = self
-                .registry
-                .take_shared_secret(key)
-                .map_err(|e| self.failed(key, e))?;
-            sealed
-                .map(|sealed| {
-                    self.sealer
-                        .open(key, &sealed)
-                        .map_err(|e| self.failed(key, e))
-                })
-                .transpose()
+            let sealed = self.registry.take_shared_secret(key);
+            self.opened(key, sealed)
         }
 
         fn sweep(&self, prefix: &str, age: std::time::Duration) -> Result<usize, SecretError> {

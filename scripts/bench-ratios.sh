@@ -113,6 +113,10 @@ if turns.exists():
                  fmt(traced), fmt(off), f"{traced / off:.2f}×", "≤ 1.05×", traced / off <= 1.05))
     rows.append(("telemetry", "P2 call, 4 KiB: the same spans, their batches dropped instead of sent (the spans' own cost, apart from the export's work) vs no exporter, same turns",
                  fmt(dropped), fmt(off), f"{dropped / off:.2f}×", "", None))
+    if "traced_p50_ns" in t:
+        p50, off50 = t["traced_p50_ns"], t["off_p50_ns"]
+        rows.append(("telemetry", "P2 call, 4 KiB, the median turn: every span exported vs no exporter, same turns (a shift of every call, not a tail, when it matches the mean's ratio)",
+                     fmt(p50), fmt(off50), f"{p50 / off50:.2f}×", "", None))
     if "metrics_ns" in t:
         rows.append(("telemetry", "P2 call, 4 KiB: a Prometheus recorder recording every figure (what `airlock serve --http` does) vs none, same turns",
                      fmt(t["metrics_ns"]), fmt(off), f"{t['metrics_ns'] / off:.2f}×", "", None))

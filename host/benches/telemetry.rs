@@ -119,6 +119,18 @@ static DROPPED_CALLS: AtomicUsize = AtomicUsize::new(0);
 /// Every turn's time per mode, over all windows.
 static TURNS: Mutex<([Duration; MODES], u64)> = Mutex::new(([Duration::ZERO; MODES], 0));
 
+/// Every turn's time per mode, one by one (nanoseconds), for the medians and tails.
+static EACH: Mutex<[Vec<u64>; MODES]> = Mutex::new([const { Vec::new() }; MODES]);
+
+/// The `q` quantile of `times` (sorted in place), in nanoseconds.
+fn quantile(times: &mut [u64], q: f64) -> f64 {
+    times.sort_unstable();
+    match times.len() {
+        0 => 0.0,
+        n => times[((n - 1) as f64 * q).round() as usize] as f64,
+    }
+}
+
 /// The telemetry statements one P2 call executes, in its order (`airlock/calls.rs` and
 /// `plugin/pipeline.rs`), with Airlock's target so the exporting layer takes them: with
 /// nothing listening, what instrumenting costs a call; traced, what the spans cost alone.
@@ -295,6 +307,7 @@ fn bench(c: &mut Criterion) {
     let turns = |mine: usize| {
         move |iters: u64| {
             let mut spent = [Duration::ZERO; MODES];
+            let mut each: [Vec<u64>; MODES] = Default::default();
             for i in 0..iters as usize {
                 for step in 0..MODES {
                     let turn = only.unwrap_or((i + step) % MODES);
@@ -304,8 +317,13 @@ fn bench(c: &mut Criterion) {
                     }
                     let started = Instant::now();
                     tracing::dispatcher::with_default(&subscribers[turn], call);
-                    spent[turn] += started.elapsed();
+                    let took = started.elapsed();
+                    spent[turn] += took;
+                    each[turn].push(took.as_nanos() as u64);
                 }
+            }
+            for (all, mine) in EACH.lock().unwrap().iter_mut().zip(each) {
+                all.extend(mine);
             }
             MODE.store(OFF, Ordering::Relaxed);
             let mut all = TURNS.lock().unwrap();
@@ -336,13 +354,26 @@ fn bench(c: &mut Criterion) {
     group.finish();
     let (all, count) = *TURNS.lock().unwrap();
     let per_call = |turn: usize| all[turn].as_nanos() as f64 / count as f64;
+    let mut each = EACH.lock().unwrap();
+    let mut at = |turn: usize, q: f64| quantile(&mut each[turn], q);
     let paired = json!({
         "turns": count,
         "off_ns": per_call(OFF),
         "traced_ns": per_call(TRACED),
         "traced_dropped_ns": per_call(DROPPED),
         "metrics_ns": per_call(METRICS),
+        "off_p50_ns": at(OFF, 0.5),
+        "traced_p50_ns": at(TRACED, 0.5),
+        "traced_dropped_p50_ns": at(DROPPED, 0.5),
+        "metrics_p50_ns": at(METRICS, 0.5),
+        "off_p90_ns": at(OFF, 0.9),
+        "traced_p90_ns": at(TRACED, 0.9),
+        "traced_dropped_p90_ns": at(DROPPED, 0.9),
+        "metrics_p90_ns": at(METRICS, 0.9),
+        "off_p99_ns": at(OFF, 0.99),
+        "traced_p99_ns": at(TRACED, 0.99),
     });
+    drop(each);
     eprintln!("every turn of the four windows: {paired}");
     let figures = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../target/criterion/telemetry_4KiB/paired.json");

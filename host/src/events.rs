@@ -246,37 +246,115 @@ pub enum Event {
     },
 }
 
-/// Where events are sent: one broadcast channel, shared (cheaply cloned) by every part of
-/// the host that reports something. A receiver that falls behind misses the oldest.
+impl Event {
+    /// Whether the event is a call's own activity (`call_started`, `tool_called`,
+    /// `policy_decided`, `progress`), one or more of which every call emits; the others
+    /// say that what the host offers changed.
+    pub fn concerns_a_call(&self) -> bool {
+        matches!(
+            self,
+            Event::CallStarted { .. }
+                | Event::ToolCalled { .. }
+                | Event::PolicyDecided { .. }
+                | Event::Progress { .. }
+        )
+    }
+}
+
+/// Where events are sent, shared (cheaply cloned) by every part of the host that
+/// reports something: every event goes to [`EventBus::subscribe`]'s receivers, and each
+/// one that does not concern a call ([`Event::concerns_a_call`]) to
+/// [`EventBus::subscribe_changes`]'s too. A gateway session's notices wait on the second,
+/// so a call wakes none of them. A receiver that falls behind misses the oldest.
 #[derive(Debug, Clone)]
-pub struct EventBus(tokio::sync::broadcast::Sender<Event>);
+pub struct EventBus {
+    all: tokio::sync::broadcast::Sender<Event>,
+    changes: tokio::sync::broadcast::Sender<Event>,
+}
 
 impl EventBus {
     /// A bus that keeps up to `capacity` events for a slow receiver.
     pub fn new(capacity: usize) -> EventBus {
-        EventBus(tokio::sync::broadcast::channel(capacity).0)
-    }
-
-    /// Sends `event` to every receiver (none is fine).
-    pub fn emit(&self, event: Event) {
-        let _ = self.0.send(event);
-    }
-
-    /// Sends the event `make` builds, building it only when someone listens (for events
-    /// on every call's path).
-    pub fn emit_with(&self, make: impl FnOnce() -> Event) {
-        if self.0.receiver_count() > 0 {
-            let _ = self.0.send(make());
+        EventBus {
+            all: tokio::sync::broadcast::channel(capacity).0,
+            changes: tokio::sync::broadcast::channel(capacity).0,
         }
     }
 
-    /// Events from now on.
-    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Event> {
-        self.0.subscribe()
+    /// Sends `event` to every receiver that takes it (none is fine).
+    pub fn emit(&self, event: Event) {
+        if !event.concerns_a_call() && self.changes.receiver_count() > 0 {
+            let _ = self.changes.send(event.clone());
+        }
+        let _ = self.all.send(event);
     }
 
-    /// The channel's sender (for parts that take one).
-    pub fn sender(&self) -> tokio::sync::broadcast::Sender<Event> {
-        self.0.clone()
+    /// Sends the call's own event ([`Event::concerns_a_call`]) that `make` builds,
+    /// building it only when a receiver takes every event (for events on every call's
+    /// path).
+    pub fn emit_with(&self, make: impl FnOnce() -> Event) {
+        if self.all.receiver_count() > 0 {
+            let event = make();
+            debug_assert!(event.concerns_a_call(), "{event:?}");
+            let _ = self.all.send(event);
+        }
+    }
+
+    /// Every event from now on.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Event> {
+        self.all.subscribe()
+    }
+
+    /// The events that do not concern a call, from now on.
+    pub fn subscribe_changes(&self) -> tokio::sync::broadcast::Receiver<Event> {
+        self.changes.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn started() -> Event {
+        Event::CallStarted {
+            agent: "a".into(),
+            service: "s".into(),
+            tool: "mcp__s__t".into(),
+        }
+    }
+
+    #[test]
+    fn change_receivers_get_changes_and_no_call_activity() {
+        let bus = EventBus::new(8);
+        let mut all = bus.subscribe();
+        let mut changes = bus.subscribe_changes();
+        bus.emit_with(started);
+        bus.emit(Event::ToolsChanged {
+            service: "s".into(),
+            tools: 3,
+        });
+        bus.emit(Event::Progress {
+            agent: "a".into(),
+            service: "s".into(),
+            tool: "mcp__s__t".into(),
+            progress: 1.0,
+            total: None,
+            message: None,
+        });
+        assert_eq!(all.try_recv().unwrap(), started());
+        assert!(matches!(all.try_recv(), Ok(Event::ToolsChanged { .. })));
+        assert!(matches!(all.try_recv(), Ok(Event::Progress { .. })));
+        assert!(matches!(changes.try_recv(), Ok(Event::ToolsChanged { .. })));
+        assert!(changes.try_recv().is_err(), "no call activity for changes");
+    }
+
+    #[test]
+    fn a_call_event_is_not_built_for_change_receivers_alone() {
+        let bus = EventBus::new(8);
+        let _changes = bus.subscribe_changes();
+        bus.emit_with(|| unreachable!("built with no receiver of every event"));
+        let mut all = bus.subscribe();
+        bus.emit_with(started);
+        assert_eq!(all.try_recv().unwrap(), started());
     }
 }

@@ -144,6 +144,14 @@ impl Airlock {
         self.parts.events.subscribe()
     }
 
+    /// The events that say what this Airlock offers changed (services, sessions, grants,
+    /// tool, resource and prompt lists, resources), from now on: [`Airlock::events`] less
+    /// each call's own (`call_started`, `tool_called`, `policy_decided`, `progress`), so
+    /// a receiver that waits for changes is not woken by every call.
+    pub fn changes(&self) -> broadcast::Receiver<Event> {
+        self.parts.events.subscribe_changes()
+    }
+
     /// The registry this Airlock keeps its state in (the gateway's tokens and tasks live
     /// there).
     #[cfg(feature = "gateway")]

@@ -185,7 +185,7 @@ impl ServerHandler for DownstreamSession {
             .attach_client(&agent, Arc::new(client))
             .await;
         self.state.watch(
-            self.airlock().events(),
+            self.airlock().changes(),
             ctx.peer.clone(),
             agent.clone(),
             self.gateway.options.tools,

@@ -71,7 +71,7 @@ pub async fn listen(
     use tokio::sync::broadcast::error::RecvError;
 
     let agent = audience.agent;
-    let mut events = airlock.events();
+    let mut events = airlock.changes();
     // (service, server URI) → the URI the client subscribed with: a stateless request
     // has learned no listing, so the way back is what the client said.
     let mut watched: HashMap<(String, String), String> = HashMap::new();

@@ -89,7 +89,7 @@ impl Report {
         outcome: &Result<CallOutput, CallError>,
         started: Instant,
     ) {
-        let event = match outcome {
+        let event = || match outcome {
             Ok(out) => Event::ToolCalled {
                 agent: agent.to_string(),
                 service: out.service.clone(),
@@ -117,6 +117,6 @@ impl Report {
                 output_id: None,
             },
         };
-        self.events.emit(event);
+        self.events.emit_with(event);
     }
 }

@@ -529,27 +529,19 @@ fn tokens_kept_in_memory_follow_every_hosts_removals() {
     assert_eq!(found(&here).as_deref(), Some("alice"));
     // Removed behind the hosts' backs (triggers off: no notification), it is still
     // answered from memory: no round trip is made.
-    support::with_postgres(&url, async |client| {
-        client
-            .batch_execute(&format!(
-                "SET session_replication_role = replica;
-                 DELETE FROM \"{tag}\".gateway_tokens WHERE id = 'tok-1'"
-            ))
-            .await
-            .unwrap()
-    });
+    support::unannounced(
+        &url,
+        &format!("DELETE FROM \"{tag}\".gateway_tokens WHERE id = 'tok-1'"),
+    );
     assert_eq!(found(&here).as_deref(), Some("alice"), "kept in memory");
     // Put back and removed by another host, as `airlock serve tokens remove` does: heard.
-    support::with_postgres(&url, async |client| {
-        client
-            .batch_execute(&format!(
-                "SET session_replication_role = replica;
-                 INSERT INTO \"{tag}\".gateway_tokens (id, agent, fingerprint, secret_ref)
-                 VALUES ('tok-1', 'alice', 'sha256:feed', 'secret:none')"
-            ))
-            .await
-            .unwrap()
-    });
+    support::unannounced(
+        &url,
+        &format!(
+            "INSERT INTO \"{tag}\".gateway_tokens (id, agent, fingerprint, secret_ref) \
+             VALUES ('tok-1', 'alice', 'sha256:feed', 'secret:none')"
+        ),
+    );
     assert!(there.delete_token("tok-1").unwrap().is_some());
     let removed =
         support::held_within(std::time::Duration::from_secs(2), || found(&here).is_none())

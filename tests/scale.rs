@@ -297,15 +297,10 @@ fn grant_answers_kept_in_memory_follow_every_hosts_changes() {
     assert!(here.is_granted("alice", "other").unwrap());
     // A revocation made behind the hosts' backs (triggers off: no notification is
     // sent) is not heard: the answer comes from memory, no round trip.
-    support::with_postgres(&url, async |client| {
-        client
-            .batch_execute(&format!(
-                "SET session_replication_role = replica;
-                 DELETE FROM \"{tag}\".grants WHERE agent = 'alice' AND service = 'other'"
-            ))
-            .await
-            .unwrap()
-    });
+    support::unannounced(
+        &url,
+        &format!("DELETE FROM \"{tag}\".grants WHERE agent = 'alice' AND service = 'other'"),
+    );
     assert!(here.is_granted("alice", "other").unwrap(), "kept in memory");
     // The listening connections of this schema's hosts are cut.
     let cut = listening_pids();

@@ -116,19 +116,25 @@ impl<R: metrics::Recorder> metrics::Recorder for Switched<R> {
 /// The calls made in the `DROPPED` mode (each exports its spans to the dropping exporter).
 static DROPPED_CALLS: AtomicUsize = AtomicUsize::new(0);
 
-/// Every turn's time per mode, over all windows.
-static TURNS: Mutex<([Duration; MODES], u64)> = Mutex::new(([Duration::ZERO; MODES], 0));
+/// Every turn's time per mode, over all windows, one by one (nanoseconds).
+static TURNS: Mutex<[Vec<u64>; MODES]> = Mutex::new([const { Vec::new() }; MODES]);
 
-/// Every turn's time per mode, one by one (nanoseconds), for the medians and tails.
-static EACH: Mutex<[Vec<u64>; MODES]> = Mutex::new([const { Vec::new() }; MODES]);
-
-/// The `q` quantile of `times` (sorted in place), in nanoseconds.
-fn quantile(times: &mut [u64], q: f64) -> f64 {
+/// The mean, median, 90th and 99th percentile of `times` (nanoseconds), as
+/// `{mode}_ns`, `{mode}_p50_ns`, `{mode}_p90_ns` and `{mode}_p99_ns`.
+fn summary(mode: &str, times: &mut [u64]) -> serde_json::Map<String, serde_json::Value> {
     times.sort_unstable();
-    match times.len() {
-        0 => 0.0,
-        n => times[((n - 1) as f64 * q).round() as usize] as f64,
-    }
+    let n = times.len().max(1);
+    let at = |q: f64| times.get(((n - 1) as f64 * q).round() as usize).copied();
+    let mean = times.iter().sum::<u64>() as f64 / n as f64;
+    [
+        ("", Some(mean)),
+        ("_p50", at(0.5).map(|t| t as f64)),
+        ("_p90", at(0.9).map(|t| t as f64)),
+        ("_p99", at(0.99).map(|t| t as f64)),
+    ]
+    .into_iter()
+    .map(|(suffix, value)| (format!("{mode}{suffix}_ns"), json!(value.unwrap_or(0.0))))
+    .collect()
 }
 
 /// The telemetry statements one P2 call executes, in its order (`airlock/calls.rs` and
@@ -297,7 +303,7 @@ fn bench(c: &mut Criterion) {
 
     // The four modes take turns call by call, the order rotating, so the run's drift (the
     // store grows with every call) and the machine's moods fall on all alike; each
-    // reports its own calls' time, and every turn is also counted in `TURNS`. The
+    // reports its own calls' time, and every turn is also kept in `TURNS`. The
     // exporter's thread works beside all of them.
     // For profiling one mode alone (`TELEMETRY_ONLY=0..3`): every turn runs it.
     let only: Option<usize> = std::env::var("TELEMETRY_ONLY")
@@ -322,15 +328,10 @@ fn bench(c: &mut Criterion) {
                     each[turn].push(took.as_nanos() as u64);
                 }
             }
-            for (all, mine) in EACH.lock().unwrap().iter_mut().zip(each) {
+            MODE.store(OFF, Ordering::Relaxed);
+            for (all, mine) in TURNS.lock().unwrap().iter_mut().zip(each) {
                 all.extend(mine);
             }
-            MODE.store(OFF, Ordering::Relaxed);
-            let mut all = TURNS.lock().unwrap();
-            for (sum, time) in all.0.iter_mut().zip(spent) {
-                *sum += time;
-            }
-            all.1 += iters;
             spent[mine]
         }
     };
@@ -352,28 +353,19 @@ fn bench(c: &mut Criterion) {
     group.bench_function("traced_dropped", |b| b.iter_custom(turns(DROPPED)));
     group.bench_function("metrics", |b| b.iter_custom(turns(METRICS)));
     group.finish();
-    let (all, count) = *TURNS.lock().unwrap();
-    let per_call = |turn: usize| all[turn].as_nanos() as f64 / count as f64;
-    let mut each = EACH.lock().unwrap();
-    let mut at = |turn: usize, q: f64| quantile(&mut each[turn], q);
-    let paired = json!({
-        "turns": count,
-        "off_ns": per_call(OFF),
-        "traced_ns": per_call(TRACED),
-        "traced_dropped_ns": per_call(DROPPED),
-        "metrics_ns": per_call(METRICS),
-        "off_p50_ns": at(OFF, 0.5),
-        "traced_p50_ns": at(TRACED, 0.5),
-        "traced_dropped_p50_ns": at(DROPPED, 0.5),
-        "metrics_p50_ns": at(METRICS, 0.5),
-        "off_p90_ns": at(OFF, 0.9),
-        "traced_p90_ns": at(TRACED, 0.9),
-        "traced_dropped_p90_ns": at(DROPPED, 0.9),
-        "metrics_p90_ns": at(METRICS, 0.9),
-        "off_p99_ns": at(OFF, 0.99),
-        "traced_p99_ns": at(TRACED, 0.99),
-    });
-    drop(each);
+    let mut turns = TURNS.lock().unwrap();
+    let mut paired = serde_json::Map::new();
+    paired.insert("turns".into(), json!(turns[OFF].len()));
+    for (mode, name) in [
+        (OFF, "off"),
+        (TRACED, "traced"),
+        (DROPPED, "traced_dropped"),
+        (METRICS, "metrics"),
+    ] {
+        paired.extend(summary(name, &mut turns[mode]));
+    }
+    drop(turns);
+    let paired = serde_json::Value::Object(paired);
     eprintln!("every turn of the four windows: {paired}");
     let figures = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../target/criterion/telemetry_4KiB/paired.json");

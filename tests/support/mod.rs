@@ -527,6 +527,16 @@ pub fn with_postgres<T>(url: &str, job: impl AsyncFnOnce(&tokio_postgres::Client
     })
 }
 
+/// Runs `sql` on the PostgreSQL database at `url` with its triggers off
+/// (`session_replication_role = replica`): a change made behind every host's back, which
+/// no host is told of.
+pub fn unannounced(url: &str, sql: &str) {
+    let sql = format!("SET session_replication_role = replica; {sql}");
+    with_postgres(url, async |client| {
+        client.batch_execute(&sql).await.unwrap()
+    });
+}
+
 /// Whether the suites keep state in PostgreSQL and S3 (`AIRLOCK_TEST_STORAGE=remote`,
 /// the test command's second pass) instead of SQLite and the data directory.
 pub fn remote_storage() -> bool {

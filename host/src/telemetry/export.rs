@@ -164,7 +164,10 @@ impl SpanExport {
         exporter.set_resource(&resource);
         let batch = settings.max_export_batch_size.max(1);
         let queue = Arc::new(Queue {
-            pending: Mutex::new(Pending::default()),
+            pending: Mutex::new(Pending {
+                spans: Vec::with_capacity(batch),
+                ..Pending::default()
+            }),
             wake: Condvar::new(),
             answered: Condvar::new(),
             capacity: settings.max_queue_size.max(batch),
@@ -179,6 +182,7 @@ impl SpanExport {
                 .build(),
             runtime,
             delay: settings.schedule_delay,
+            spare: Vec::with_capacity(batch),
         };
         let thread = std::thread::Builder::new()
             .name("airlock-spans".into())
@@ -264,13 +268,17 @@ struct Sending<E> {
     scope: InstrumentationScope,
     runtime: tokio::runtime::Handle,
     delay: Duration,
+    /// The emptied list of the last spans taken, which the queue gets back in their
+    /// place: the calls' threads then append to room the export thread allocated, and
+    /// never grow (copy, reallocate) the list themselves.
+    spare: Vec<(Recording, SystemTime)>,
 }
 
 impl<E: SpanExporter> Sending<E> {
-    fn run(self) {
+    fn run(mut self) {
         loop {
-            let (spans, flushes, closing) = self.next();
-            let mut spans = spans.into_iter().peekable();
+            let (mut taken, flushes, closing) = self.next();
+            let mut spans = taken.drain(..).peekable();
             while spans.peek().is_some() {
                 let batch: Vec<SpanData> = spans
                     .by_ref()
@@ -281,6 +289,8 @@ impl<E: SpanExporter> Sending<E> {
                     tracing::warn!("cannot send spans to the OTLP collector: {e}");
                 }
             }
+            drop(spans);
+            self.spare = taken;
             let mut pending = self.queue.lock();
             pending.flushes_done = pending.flushes_done.max(flushes);
             if closing {
@@ -298,7 +308,7 @@ impl<E: SpanExporter> Sending<E> {
     }
 
     /// Waits for a full batch, a flush, the close or the delay; takes what is queued.
-    fn next(&self) -> (Vec<(Recording, SystemTime)>, u64, bool) {
+    fn next(&mut self) -> (Vec<(Recording, SystemTime)>, u64, bool) {
         let deadline = Instant::now() + self.delay;
         let mut pending = self.queue.lock();
         loop {
@@ -320,13 +330,14 @@ impl<E: SpanExporter> Sending<E> {
         let all = pending.flushes_asked > pending.flushes_done
             || pending.closing
             || Instant::now() >= deadline;
-        let taken = match all {
-            true => std::mem::take(&mut pending.spans),
+        let mut taken = std::mem::take(&mut self.spare);
+        match all {
+            true => std::mem::swap(&mut taken, &mut pending.spans),
             false => {
                 let whole = pending.spans.len() / self.queue.batch * self.queue.batch;
-                pending.spans.drain(..whole).collect()
+                taken.extend(pending.spans.drain(..whole));
             }
-        };
+        }
         (taken, pending.flushes_asked, pending.closing)
     }
 }
@@ -372,7 +383,10 @@ fn span_data(recording: Recording, end: SystemTime, scope: &InstrumentationScope
         parent_span_id: recording.parent,
         parent_span_is_remote: recording.parent_remote,
         span_kind: recording.kind,
-        name: recording.name,
+        name: match recording.name.as_static_str() {
+            Some(name) => name.into(),
+            None => recording.name.into_string().into(),
+        },
         start_time: recording.start,
         end_time: end,
         attributes: recording

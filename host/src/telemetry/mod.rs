@@ -233,7 +233,7 @@ impl Stage {
         if let Some(span) = &mut self.span
             && span.sampled()
         {
-            span.set(name, spans::FieldValue::Str(value.to_string()));
+            span.set(name, spans::FieldValue::Str(value.into()));
         }
         #[cfg(not(feature = "otel"))]
         let _ = (name, value);

@@ -12,13 +12,15 @@
 //! the parent ([`adopt_parent`]) and the ids on JSON log lines ([`ids_in`]).
 
 use std::borrow::Cow;
-use std::fmt::Debug;
+use std::fmt::{Debug, Write};
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use compact_str::CompactString;
 use opentelemetry::trace::{SpanId, SpanKind, Status, TraceId};
 use opentelemetry::{KeyValue, StringValue, Value};
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
+use smallvec::SmallVec;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Dispatch, Event, Subscriber};
@@ -47,10 +49,13 @@ impl Position {
     }
 }
 
-/// A field value, kept as recorded until the export thread converts it.
+/// A field value, kept as recorded until the export thread converts it. Text of up to
+/// 24 bytes (most names, kinds and ids) is kept inline: a call's spans then allocate
+/// little on its thread, and the export thread, where they are dropped, frees little
+/// that another thread allocated (which glibc's allocator makes costly for both).
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum FieldValue {
-    Str(String),
+    Str(CompactString),
     I64(i64),
     F64(f64),
     Bool(bool),
@@ -59,7 +64,7 @@ pub(super) enum FieldValue {
 impl From<FieldValue> for Value {
     fn from(value: FieldValue) -> Value {
         match value {
-            FieldValue::Str(s) => Value::String(StringValue::from(s)),
+            FieldValue::Str(s) => Value::String(StringValue::from(s.into_string())),
             FieldValue::I64(n) => Value::I64(n),
             FieldValue::F64(n) => Value::F64(n),
             FieldValue::Bool(b) => Value::Bool(b),
@@ -84,14 +89,16 @@ pub(super) struct Recording {
     pub(super) position: Position,
     pub(super) parent: SpanId,
     pub(super) parent_remote: bool,
-    pub(super) name: Cow<'static, str>,
+    pub(super) name: CompactString,
     pub(super) kind: SpanKind,
     pub(super) start: SystemTime,
-    pub(super) attributes: Vec<(&'static str, FieldValue)>,
+    /// Its attributes: a stage's few are kept inline (no allocation on the call's thread
+    /// for the export thread to free); a call's root has more, and a block of its own.
+    pub(super) attributes: SmallVec<[(&'static str, FieldValue); 4]>,
     pub(super) events: Vec<Noted>,
     failed: bool,
     succeeded: bool,
-    description: Option<String>,
+    description: Option<CompactString>,
 }
 
 impl Recording {
@@ -107,10 +114,10 @@ impl Recording {
             position,
             parent,
             parent_remote: false,
-            name: Cow::Borrowed(name),
+            name: CompactString::const_new(name),
             kind: SpanKind::Internal,
             start: SystemTime::now(),
-            attributes: Vec::new(),
+            attributes: SmallVec::new(),
             events: Vec::new(),
             failed: false,
             succeeded: false,
@@ -127,7 +134,11 @@ impl Recording {
     /// error-level event happened in it.
     pub(super) fn status(&self) -> Status {
         if self.failed {
-            Status::error(self.description.clone().unwrap_or_default())
+            Status::error(
+                self.description
+                    .as_ref()
+                    .map_or_else(String::new, CompactString::to_string),
+            )
         } else if self.succeeded {
             Status::Ok
         } else {
@@ -137,7 +148,7 @@ impl Recording {
 
     pub(super) fn set(&mut self, name: &'static str, value: FieldValue) {
         match (name, value) {
-            ("otel.name", FieldValue::Str(text)) => self.name = Cow::Owned(text),
+            ("otel.name", FieldValue::Str(text)) => self.name = text,
             ("otel.kind", FieldValue::Str(kind)) => self.kind = kind_of(&kind),
             ("otel.status_code", FieldValue::Str(code)) => {
                 self.failed = code.eq_ignore_ascii_case("error");
@@ -166,7 +177,10 @@ fn kind_of(kind: &str) -> SpanKind {
 
 /// Unsigned values beyond `i64` travel as text, as OpenTelemetry has no `u64`.
 pub(super) fn unsigned(value: u64) -> FieldValue {
-    i64::try_from(value).map_or_else(|_| FieldValue::Str(value.to_string()), FieldValue::I64)
+    i64::try_from(value).map_or_else(
+        |_| FieldValue::Str(compact_str::format_compact!("{value}")),
+        FieldValue::I64,
+    )
 }
 
 /// Records a span's fields into its [`Recording`].
@@ -174,7 +188,8 @@ struct SpanFields<'a>(&'a mut Recording);
 
 impl Visit for SpanFields<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.set(field.name(), FieldValue::Str(value.to_string()));
+        self.0
+            .set(field.name(), FieldValue::Str(CompactString::from(value)));
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
         self.0.set(field.name(), FieldValue::I64(value));
@@ -189,11 +204,14 @@ impl Visit for SpanFields<'_> {
         self.0.set(field.name(), FieldValue::Bool(value));
     }
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        self.0.set(field.name(), FieldValue::Str(value.to_string()));
+        let mut text = CompactString::default();
+        let _ = write!(text, "{value}");
+        self.0.set(field.name(), FieldValue::Str(text));
     }
     fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
-        self.0
-            .set(field.name(), FieldValue::Str(format!("{value:?}")));
+        let mut text = CompactString::default();
+        let _ = write!(text, "{value:?}");
+        self.0.set(field.name(), FieldValue::Str(text));
     }
 }
 

@@ -226,7 +226,8 @@ impl PolicyStage {
                 reason = record.reason.as_deref().unwrap_or(""),
                 "policy decided"
             );
-            self.events.emit(Event::PolicyDecided {
+            // Built only when someone takes every event (the console, `/metrics`).
+            self.events.emit_with(|| Event::PolicyDecided {
                 agent: call.agent.clone(),
                 service: call.service.clone(),
                 tool: call.tool.clone(),

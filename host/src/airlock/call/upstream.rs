@@ -90,7 +90,7 @@ impl Upstream {
                 if let Some(message) = update.message.take() {
                     update.message = Some(self.services.redact_text(&tool.service, &message).await);
                 }
-                self.events.emit(Event::Progress {
+                self.events.emit_with(|| Event::Progress {
                     agent: options.agent.clone(),
                     service: tool.service.clone(),
                     tool: tool.name.clone(),

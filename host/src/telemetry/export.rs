@@ -270,7 +270,8 @@ struct Sending<E> {
     delay: Duration,
     /// The emptied list of the last spans taken, which the queue gets back in their
     /// place: the calls' threads then append to room the export thread allocated, and
-    /// never grow (copy, reallocate) the list themselves.
+    /// grow (copy, reallocate) the list only when more than a batch waits.
+    /// Kept at no more than two batches' room.
     spare: Vec<(Recording, SystemTime)>,
 }
 
@@ -290,6 +291,9 @@ impl<E: SpanExporter> Sending<E> {
                 }
             }
             drop(spans);
+            if taken.capacity() > 2 * self.queue.batch {
+                taken.shrink_to(self.queue.batch);
+            }
             self.spare = taken;
             let mut pending = self.queue.lock();
             pending.flushes_done = pending.flushes_done.max(flushes);
@@ -383,9 +387,9 @@ fn span_data(recording: Recording, end: SystemTime, scope: &InstrumentationScope
         parent_span_id: recording.parent,
         parent_span_is_remote: recording.parent_remote,
         span_kind: recording.kind,
-        name: match recording.name.as_static_str() {
-            Some(name) => name.into(),
-            None => recording.name.into_string().into(),
+        name: match recording.renamed {
+            Some(name) => name.into_string().into(),
+            None => recording.name.into(),
         },
         start_time: recording.start,
         end_time: end,

@@ -89,7 +89,10 @@ pub(super) struct Recording {
     pub(super) position: Position,
     pub(super) parent: SpanId,
     pub(super) parent_remote: bool,
-    pub(super) name: CompactString,
+    /// Its name as opened (the span's or the stage's).
+    pub(super) name: &'static str,
+    /// The name `otel.name` gave it instead, if any.
+    pub(super) renamed: Option<CompactString>,
     pub(super) kind: SpanKind,
     pub(super) start: SystemTime,
     /// Its attributes: a stage's few are kept inline (no allocation on the call's thread
@@ -114,7 +117,8 @@ impl Recording {
             position,
             parent,
             parent_remote: false,
-            name: CompactString::const_new(name),
+            name,
+            renamed: None,
             kind: SpanKind::Internal,
             start: SystemTime::now(),
             attributes: SmallVec::new(),
@@ -148,7 +152,7 @@ impl Recording {
 
     pub(super) fn set(&mut self, name: &'static str, value: FieldValue) {
         match (name, value) {
-            ("otel.name", FieldValue::Str(text)) => self.name = text,
+            ("otel.name", FieldValue::Str(text)) => self.renamed = Some(text),
             ("otel.kind", FieldValue::Str(kind)) => self.kind = kind_of(&kind),
             ("otel.status_code", FieldValue::Str(code)) => {
                 self.failed = code.eq_ignore_ascii_case("error");

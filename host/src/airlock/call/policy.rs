@@ -226,7 +226,8 @@ impl PolicyStage {
                 reason = record.reason.as_deref().unwrap_or(""),
                 "policy decided"
             );
-            // Built only when someone takes every event (the console, `/metrics`).
+            // Built only when someone takes every event (`Airlock::events()`: the
+            // console, `/metrics`, `call --events`).
             self.events.emit_with(|| Event::PolicyDecided {
                 agent: call.agent.clone(),
                 service: call.service.clone(),

@@ -12,11 +12,11 @@
 //! the parent ([`adopt_parent`]) and the ids on JSON log lines ([`ids_in`]).
 
 use std::borrow::Cow;
-use std::fmt::{Debug, Write};
+use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use compact_str::CompactString;
+use compact_str::{CompactString, format_compact};
 use opentelemetry::trace::{SpanId, SpanKind, Status, TraceId};
 use opentelemetry::{KeyValue, StringValue, Value};
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
@@ -182,7 +182,7 @@ fn kind_of(kind: &str) -> SpanKind {
 /// Unsigned values beyond `i64` travel as text, as OpenTelemetry has no `u64`.
 pub(super) fn unsigned(value: u64) -> FieldValue {
     i64::try_from(value).map_or_else(
-        |_| FieldValue::Str(compact_str::format_compact!("{value}")),
+        |_| FieldValue::Str(format_compact!("{value}")),
         FieldValue::I64,
     )
 }
@@ -208,14 +208,12 @@ impl Visit for SpanFields<'_> {
         self.0.set(field.name(), FieldValue::Bool(value));
     }
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        let mut text = CompactString::default();
-        let _ = write!(text, "{value}");
-        self.0.set(field.name(), FieldValue::Str(text));
+        self.0
+            .set(field.name(), FieldValue::Str(format_compact!("{value}")));
     }
     fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
-        let mut text = CompactString::default();
-        let _ = write!(text, "{value:?}");
-        self.0.set(field.name(), FieldValue::Str(text));
+        self.0
+            .set(field.name(), FieldValue::Str(format_compact!("{value:?}")));
     }
 }
 

@@ -28,6 +28,8 @@ case "${1:-}" in
     --report) ;;
     --bench)
         export BENCH_ONLY="$2"
+        # The second-language benchmark loads the JavaScript plugin: build it from source.
+        if [ "$2" = second_language ]; then scripts/build-js-plugin.sh; fi
         if [ "${2:?--bench needs a benchmark name}" = storage ]; then
             with_storage cargo bench --locked -p airlock-host --bench storage
         else

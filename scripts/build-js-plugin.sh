@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the JavaScript policy plugin (plugins/policy-js) from source with its pinned
-# tools (jco 1.34.0 and its QuickJS backend, componentize-qjs 0.4.5; package-lock.json),
+# tool (componentize-qjs 0.4.5, QuickJS, --sync --stub-wasi; package-lock.json),
 # runs its own tests, and
 # writes the component to target/js-plugins/policy-js.wasm, which the tests and the
 # second-language benchmark load.

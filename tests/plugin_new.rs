@@ -5,7 +5,7 @@
 //! Rust projects build against this checkout's SDK with the workspace's lock copied in
 //! (the same versions, from the cargo cache the workspace build filled), sharing one
 //! target folder (`target/plugin-new`) so the SDK compiles once. The
-//! JavaScript project installs its pinned jco from the npm cache the test command warmed;
+//! JavaScript project installs its pinned componentize-qjs from the npm cache the test command warmed;
 //! the Python project installs its pinned componentize-py from pip's cache the same way.
 
 mod support;

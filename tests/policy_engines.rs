@@ -9,7 +9,7 @@ use serde_json::json;
 use support::{arrived, fixture_wasm, policy_workspace as workspace, start_with, toml_str};
 
 /// The bundled JavaScript policy (`plugins/policy-js`, built from source by the test
-/// command with jco componentize) deciding real calls: allow, deny by tool glob and by
+/// command with componentize-qjs, on QuickJS) deciding real calls: allow, deny by tool glob and by
 /// argument pattern, ask, rewrite the arguments, and withhold a result.
 #[tokio::test]
 async fn a_javascript_policy_decides_calls_through_a_real_server() {

@@ -13,7 +13,7 @@ use crate::plugin::Stage;
 pub enum Lang {
     /// Rust with the `airlock-guest` SDK, built with cargo for `wasm32-wasip2`.
     Rust,
-    /// JavaScript, built with `jco componentize` on its QuickJS backend (componentize-qjs).
+    /// JavaScript, built on QuickJS with `componentize-qjs --sync --stub-wasi`.
     Js,
     /// Python, built with `componentize-py`.
     Python,

@@ -111,11 +111,6 @@ impl PluginRuntime {
         };
         let mut config = wasmtime::Config::new();
         config.wasm_component_model(true);
-        // The component model's async ABI: components built by componentize-qjs (the
-        // QuickJS backend of `jco componentize`, which the JavaScript plugins use) call
-        // its built-ins (`task.cancel`, waitables) and do not validate without it. The
-        // host still calls every export synchronously, within the same limits.
-        config.wasm_component_model_async(true);
         config.epoch_interruption(true);
         config.max_wasm_stack(limits.stack_bytes);
         let engine =

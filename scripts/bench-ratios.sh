@@ -27,14 +27,16 @@ fi
 case "${1:-}" in
     --report) ;;
     --bench)
-        export BENCH_ONLY="$2"
-        # The second-language benchmark loads the JavaScript plugin: build it from source.
-        if [ "$2" = second_language ]; then scripts/build-js-plugin.sh; fi
-        if [ "${2:?--bench needs a benchmark name}" = storage ]; then
-            with_storage cargo bench --locked -p airlock-host --bench storage
-        else
-            cargo bench --locked -p airlock-host --bench "$2"
-        fi
+        export BENCH_ONLY="${2:?--bench needs a benchmark name}"
+        case "$BENCH_ONLY" in
+            storage) with_storage cargo bench --locked -p airlock-host --bench storage ;;
+            # It loads the JavaScript plugin: built from source first, as in a full run.
+            second_language)
+                scripts/build-js-plugin.sh
+                cargo bench --locked -p airlock-host --bench second_language
+                ;;
+            *) cargo bench --locked -p airlock-host --bench "$BENCH_ONLY" ;;
+        esac
         ;;
     *)
         scripts/build-js-plugin.sh

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Builds the JavaScript policy plugin (plugins/policy-js) from source with its pinned
-# tool (componentize-qjs 0.4.5, QuickJS, --sync --stub-wasi; package-lock.json),
-# runs its own tests, and
-# writes the component to target/js-plugins/policy-js.wasm, which the tests and the
-# second-language benchmark load.
+# tool (componentize-qjs, QuickJS; package-lock.json), runs its own tests, and writes the
+# component to target/js-plugins/policy-js.wasm, which the tests and the second-language
+# benchmark load. The build command and its flags are the package's `build` script.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root/plugins/policy-js"

@@ -4,10 +4,11 @@
 # (tests/.venv, pinned by requirements.txt, with Playwright and moto; and its 2.x, which
 # speaks 2026-07-28, in tests/.venv-modern), Debian's Chromium (the console's browser
 # test) and Prometheus (tests/metrics.rs scrapes /metrics), PostgreSQL (Debian's
-# package, when missing) and the JavaScript plugin's pinned componentize-qjs (plugins/policy-js) — builds that plugin from source, starts
-# PostgreSQL and an S3 server (moto) on loopback, then runs every test: once with the
-# local storage pair (SQLite and the data directory), and the library and gateway suites
-# again with the remote pair (PostgreSQL and S3). The services stop at the end.
+# package, when missing) and the JavaScript plugin's pinned componentize-qjs
+# (plugins/policy-js) — builds that plugin from source, starts PostgreSQL and an S3
+# server (moto) on loopback, then runs every test: once with the local storage pair
+# (SQLite and the data directory), and the library and gateway suites again with the
+# remote pair (PostgreSQL and S3). The services stop at the end.
 set -euo pipefail
 # A clean clone builds once: incremental compilation's caches only cost it time.
 if [ -n "${CI:-}" ]; then
